@@ -1,0 +1,587 @@
+//! Bit-field layouts: named fields packed into a 63- or 64-bit integer, with range checks.
+//!
+//! Every built-in 64-bit layout that is a plain concatenation of fields (Snowflake, Sonyflake,
+//! icicle, go-flakeid, js53, TraceId) is a constant [`BitLayout`], and custom layouts are
+//! validated instances of the same type, so packing, unpacking and capacity are written once.
+
+use std::borrow::Cow;
+
+use crate::{Error, time_fmt};
+
+/// What a field of a [`BitLayout`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+pub enum FieldRole {
+    /// Ticks since the layout's epoch. A generator fills it from the clock.
+    Time,
+    /// A counter that tells apart IDs of the same tick. A generator fills it.
+    Sequence,
+    /// Part of the generator's identity (datacenter, worker, shard, ...). Fixed per generator.
+    Node,
+    /// Any other field, set by a layout-specific generator (for example TraceId's chunk number).
+    Other,
+}
+
+/// One field of a [`BitLayout`].
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{BitField, FieldRole};
+///
+/// let worker = BitField::new("worker", 12, 5, FieldRole::Node);
+/// assert_eq!(worker.max(), 31);
+/// assert_eq!(worker.mask(), 0b11111 << 12);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BitField {
+    name: Cow<'static, str>,
+    shift: u32,
+    width: u32,
+    min: u64,
+    role: FieldRole,
+}
+
+impl BitField {
+    /// A field of `width` bits whose lowest bit is bit `shift` of the ID. Values start at 0.
+    pub const fn new(name: &'static str, shift: u32, width: u32, role: FieldRole) -> Self {
+        BitField { name: Cow::Borrowed(name), shift, width, min: 0, role }
+    }
+
+    /// The same field, with a smallest allowed value other than 0.
+    pub const fn with_min(mut self, min: u64) -> Self {
+        self.min = min;
+        self
+    }
+
+    /// The field's name, as used by `encode`, `decode` and JSON.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The bit position of the field's lowest bit.
+    pub const fn shift(&self) -> u32 {
+        self.shift
+    }
+
+    /// The field's width in bits.
+    pub const fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// What the field holds.
+    pub const fn role(&self) -> FieldRole {
+        self.role
+    }
+
+    /// The smallest value the field accepts.
+    pub const fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// The largest value the field accepts: `2^width − 1`.
+    pub const fn max(&self) -> u64 {
+        low_mask(self.width)
+    }
+
+    /// The field's bits within the ID.
+    pub const fn mask(&self) -> u64 {
+        low_mask(self.width) << self.shift
+    }
+
+    /// Reads the field out of a raw ID.
+    pub const fn get(&self, raw: u64) -> u64 {
+        (raw >> self.shift) & low_mask(self.width)
+    }
+
+    /// Checks that `value` fits the field.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] when `value` is below [`min`](Self::min) or above
+    /// [`max`](Self::max).
+    pub fn check(&self, value: u64) -> Result<u64, Error> {
+        if value < self.min || value > self.max() {
+            return Err(Error::out_of_range(&self.name, value, self.min, self.max()));
+        }
+        Ok(value)
+    }
+}
+
+/// A mask of the low `width` bits (`width` may be 64).
+pub(crate) const fn low_mask(width: u32) -> u64 {
+    if width >= 64 { u64::MAX } else { (1u64 << width) - 1 }
+}
+
+/// A layout made of bit fields, most significant first, in a 63-bit or 64-bit integer.
+///
+/// A 63-bit layout keeps bit 63 zero, so its IDs are positive `i64` values, the domain of
+/// seed 001 (1..=2^63−1). The built-in layouts are associated constants of their ID types
+/// (for example [`Snowflake::LAYOUT`](crate::Snowflake::LAYOUT)); custom layouts come from a
+/// [`LayoutConfig`] through `TryFrom`.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{BitLayout, Snowflake};
+///
+/// let layout: &BitLayout = &Snowflake::LAYOUT;
+/// let raw = layout.pack(&[1, 2, 3, 4])?;
+/// assert_eq!(layout.unpack(raw), vec![1, 2, 3, 4]);
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BitLayout {
+    name: Cow<'static, str>,
+    bits: u32,
+    fields: Cow<'static, [BitField]>,
+    epoch_ms: u64,
+    tick_ms: u64,
+    time_wraps: bool,
+}
+
+impl BitLayout {
+    /// Builds a layout from trusted parts; used for the built-in constants.
+    pub(crate) const fn builtin(
+        name: &'static str,
+        bits: u32,
+        fields: &'static [BitField],
+        epoch_ms: u64,
+        tick_ms: u64,
+        time_wraps: bool,
+    ) -> Self {
+        BitLayout {
+            name: Cow::Borrowed(name),
+            bits,
+            fields: Cow::Borrowed(fields),
+            epoch_ms,
+            tick_ms,
+            time_wraps,
+        }
+    }
+
+    /// The layout's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// 63 (bit 63 is always zero) or 64.
+    pub const fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// The fields, most significant first.
+    pub fn fields(&self) -> &[BitField] {
+        &self.fields
+    }
+
+    /// The Unix time, in milliseconds, of tick 0.
+    pub const fn epoch_ms(&self) -> u64 {
+        self.epoch_ms
+    }
+
+    /// The length of one tick of the time field, in milliseconds.
+    pub const fn tick_ms(&self) -> u64 {
+        self.tick_ms
+    }
+
+    /// Whether the time field wraps around (TraceId) instead of running out.
+    pub const fn time_wraps(&self) -> bool {
+        self.time_wraps
+    }
+
+    /// The same layout with another epoch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidLayout`] if the layout has no time field.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Flake;
+    ///
+    /// let layout = Flake::LAYOUT.with_epoch(946_684_800_000)?;
+    /// assert_eq!(layout.epoch_ms(), 946_684_800_000);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn with_epoch(&self, epoch_ms: u64) -> Result<Self, Error> {
+        if self.field_with_role(FieldRole::Time).is_none() {
+            return Err(Error::InvalidLayout(format!("layout `{}` has no time field", self.name)));
+        }
+        Ok(BitLayout { epoch_ms, ..self.clone() })
+    }
+
+    /// The first field with the given role.
+    pub fn field_with_role(&self, role: FieldRole) -> Option<&BitField> {
+        self.fields.iter().find(|f| f.role == role)
+    }
+
+    /// The field with the given name.
+    pub fn field(&self, name: &str) -> Option<&BitField> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Packs field values, given in field order, into a raw ID.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] for the first value that does not fit its field, and
+    /// [`Error::InvalidLayout`] if the number of values is not the number of fields.
+    pub fn pack(&self, values: &[u64]) -> Result<u64, Error> {
+        if values.len() != self.fields.len() {
+            return Err(Error::InvalidLayout(format!(
+                "layout `{}` has {} fields, {} values were given",
+                self.name,
+                self.fields.len(),
+                values.len()
+            )));
+        }
+        let mut raw = 0;
+        for (field, &value) in self.fields.iter().zip(values) {
+            raw |= field.check(value)? << field.shift;
+        }
+        Ok(raw)
+    }
+
+    /// Reads every field of a raw ID, in field order. Bits outside the fields are ignored.
+    pub fn unpack(&self, raw: u64) -> Vec<u64> {
+        self.fields.iter().map(|f| f.get(raw)).collect()
+    }
+
+    /// Checks that `raw` is a value this layout can produce: bit 63 clear in a 63-bit layout,
+    /// and every field within its range.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HighestBitSet`] or [`Error::FieldOutOfRange`].
+    pub fn validate(&self, raw: u64) -> Result<u64, Error> {
+        if self.bits == 63 && raw >> 63 != 0 {
+            return Err(Error::HighestBitSet);
+        }
+        for field in self.fields.iter() {
+            field.check(field.get(raw))?;
+        }
+        Ok(raw)
+    }
+
+    /// The Unix time in milliseconds at which a time-field value begins, if the layout has time.
+    pub fn time_of_tick(&self, tick: u64) -> Option<u64> {
+        self.field_with_role(FieldRole::Time)?;
+        tick.checked_mul(self.tick_ms)?.checked_add(self.epoch_ms)
+    }
+
+    /// What the layout can hold: its lifetime and its rate.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Snowflake;
+    ///
+    /// let cap = Snowflake::LAYOUT.capacity();
+    /// assert_eq!(cap.ids_per_tick, 4096);
+    /// assert_eq!(cap.generators, 1024);
+    /// assert!(cap.end.unwrap().starts_with("2080-"));
+    /// ```
+    pub fn capacity(&self) -> Capacity {
+        let time = self.field_with_role(FieldRole::Time);
+        let ids_per_tick = self.field_with_role(FieldRole::Sequence).map_or(1, |f| {
+            f.max().saturating_sub(f.min).saturating_add(1)
+        });
+        let generators = self
+            .fields
+            .iter()
+            .filter(|f| f.role == FieldRole::Node)
+            .fold(1u64, |acc, f| acc.saturating_mul(1u64.checked_shl(f.width).unwrap_or(u64::MAX)));
+        let end_ms = time.and_then(|f| {
+            let ticks = 1u64.checked_shl(f.width)?;
+            ticks.checked_mul(self.tick_ms)?.checked_add(self.epoch_ms)
+        });
+        Capacity {
+            tick_ms: self.tick_ms,
+            start_ms: time.map(|_| self.epoch_ms),
+            end_ms: if self.time_wraps { None } else { end_ms },
+            wrap_ms: if self.time_wraps { end_ms.map(|e| e - self.epoch_ms) } else { None },
+            start: time.map(|_| time_fmt::format_rfc3339_ms(self.epoch_ms)),
+            end: if self.time_wraps { None } else { end_ms.map(time_fmt::format_rfc3339_ms) },
+            ids_per_tick,
+            ids_per_second_per_generator: ids_per_tick.saturating_mul(1000) / self.tick_ms.max(1),
+            generators,
+        }
+    }
+}
+
+/// What a layout can hold, as `idmint explain` prints it.
+///
+/// Times are Unix milliseconds with an RFC 3339 rendering. A layout "runs out" at
+/// [`end_ms`](Self::end_ms): the first instant its time field cannot represent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Capacity {
+    /// The length of one tick, in milliseconds.
+    pub tick_ms: u64,
+    /// The first representable time (the epoch), if the layout has a time field.
+    pub start_ms: Option<u64>,
+    /// The first time the layout cannot represent: the day it runs out. `None` if it wraps.
+    pub end_ms: Option<u64>,
+    /// The period after which the time field wraps around, if it wraps.
+    pub wrap_ms: Option<u64>,
+    /// [`start_ms`](Self::start_ms) as RFC 3339.
+    pub start: Option<String>,
+    /// [`end_ms`](Self::end_ms) as RFC 3339.
+    pub end: Option<String>,
+    /// How many IDs one generator can issue per tick.
+    pub ids_per_tick: u64,
+    /// How many IDs one generator can issue per second.
+    pub ids_per_second_per_generator: u64,
+    /// How many generators can issue IDs at once (the product of the node fields' ranges).
+    pub generators: u64,
+}
+
+/// A custom layout, as written in a TOML layout file: plain data, validated by `TryFrom`.
+///
+/// ```toml
+/// name = "orders"
+/// bits = 63                        # 63 keeps the sign bit zero; 64 uses it
+/// epoch = "2024-01-01T00:00:00Z"   # or epoch_ms = 1704067200000
+/// tick_ms = 1
+///
+/// [[fields]]                       # most significant first
+/// name = "timestamp"
+/// bits = 41
+/// role = "time"
+///
+/// [[fields]]
+/// name = "worker"
+/// bits = 10                        # role defaults to "node"
+///
+/// [[fields]]
+/// name = "sequence"
+/// bits = 12
+/// role = "sequence"
+/// ```
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{BitLayout, FieldConfig, FieldRole, LayoutConfig};
+///
+/// let config = LayoutConfig {
+///     name: "orders".into(),
+///     bits: 63,
+///     epoch: Some("2024-01-01T00:00:00Z".into()),
+///     epoch_ms: None,
+///     tick_ms: 1,
+///     fields: vec![
+///         FieldConfig { name: "timestamp".into(), bits: 41, role: FieldRole::Time },
+///         FieldConfig { name: "worker".into(), bits: 10, role: FieldRole::Node },
+///         FieldConfig { name: "sequence".into(), bits: 12, role: FieldRole::Sequence },
+///     ],
+/// };
+/// let layout = BitLayout::try_from(config)?;
+/// assert_eq!(layout.epoch_ms(), 1_704_067_200_000);
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+pub struct LayoutConfig {
+    /// The layout's name.
+    pub name: String,
+    /// 63 (bit 63 reserved, always zero) or 64.
+    pub bits: u32,
+    /// The epoch as RFC 3339 text. Give this or `epoch_ms`, not both.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub epoch: Option<String>,
+    /// The epoch in Unix milliseconds. Give this or `epoch`, not both.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub epoch_ms: Option<u64>,
+    /// The length of one tick of the time field, in milliseconds (at least 1).
+    #[cfg_attr(feature = "serde", serde(default = "one"))]
+    pub tick_ms: u64,
+    /// The fields, most significant first. Their widths must add up to `bits`.
+    pub fields: Vec<FieldConfig>,
+}
+
+#[cfg(feature = "serde")]
+fn one() -> u64 {
+    1
+}
+
+/// One field of a [`LayoutConfig`].
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{FieldConfig, FieldRole};
+///
+/// let field = FieldConfig { name: "worker".into(), bits: 10, role: FieldRole::Node };
+/// assert_eq!(field.bits, 10);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+pub struct FieldConfig {
+    /// The field's name: lower-case letters, digits and `_`.
+    pub name: String,
+    /// The field's width in bits (1..=63).
+    pub bits: u32,
+    /// What the field holds; `node` if not given.
+    #[cfg_attr(feature = "serde", serde(default = "node_role"))]
+    pub role: FieldRole,
+}
+
+#[cfg(feature = "serde")]
+fn node_role() -> FieldRole {
+    FieldRole::Node
+}
+
+impl TryFrom<LayoutConfig> for BitLayout {
+    type Error = Error;
+
+    fn try_from(config: LayoutConfig) -> Result<Self, Error> {
+        let bad = |msg: String| Err(Error::InvalidLayout(msg));
+        let name = config.name.trim();
+        if name.is_empty() || name.len() > 64 || !name.chars().all(is_name_char) {
+            return bad(format!(
+                "layout name `{}` must be 1 to 64 characters of a-z, 0-9, `-` or `_`",
+                config.name
+            ));
+        }
+        if config.bits != 63 && config.bits != 64 {
+            return bad(format!("bits must be 63 or 64, not {}", config.bits));
+        }
+        if config.tick_ms == 0 {
+            return bad("tick_ms must be at least 1".into());
+        }
+        let epoch_ms = match (&config.epoch, config.epoch_ms) {
+            (Some(_), Some(_)) => return bad("give `epoch` or `epoch_ms`, not both".into()),
+            (Some(text), None) => time_fmt::parse_rfc3339_ms(text)
+                .map_err(|reason| Error::InvalidLayout(format!("epoch `{text}`: {reason}")))?,
+            (None, Some(ms)) => ms,
+            (None, None) => return bad("an epoch is required (`epoch` or `epoch_ms`)".into()),
+        };
+        let total: u32 = config.fields.iter().map(|f| f.bits).sum();
+        if total != config.bits {
+            return bad(format!("field widths add up to {total} bits, expected {}", config.bits));
+        }
+        let mut fields = Vec::with_capacity(config.fields.len());
+        let mut shift = config.bits;
+        for field in &config.fields {
+            if field.name.is_empty() || !field.name.chars().all(is_name_char) {
+                return bad(format!(
+                    "field name `{}` must be non-empty, of a-z, 0-9, `-` or `_`",
+                    field.name
+                ));
+            }
+            if fields.iter().any(|f: &BitField| f.name == field.name) {
+                return bad(format!("field `{}` appears twice", field.name));
+            }
+            if field.bits == 0 || field.bits > 63 {
+                return bad(format!("field `{}` must be 1 to 63 bits wide", field.name));
+            }
+            shift -= field.bits;
+            fields.push(BitField {
+                name: Cow::Owned(field.name.clone()),
+                shift,
+                width: field.bits,
+                min: 0,
+                role: field.role,
+            });
+        }
+        let count = |role| fields.iter().filter(|f| f.role == role).count();
+        if count(FieldRole::Time) != 1 || count(FieldRole::Sequence) != 1 {
+            return bad("a layout needs exactly one `time` field and one `sequence` field".into());
+        }
+        if count(FieldRole::Other) != 0 {
+            return bad("custom layouts take only `time`, `sequence` and `node` fields".into());
+        }
+        let time = fields.iter().position(|f| f.role == FieldRole::Time);
+        let seq = fields.iter().position(|f| f.role == FieldRole::Sequence);
+        if time > seq {
+            return bad("the time field must be more significant than the sequence field, \
+                        or IDs would not increase with time"
+                .into());
+        }
+        let time_width = fields[time.unwrap_or(0)].width;
+        let seq_width = fields[seq.unwrap_or(0)].width;
+        // The generator keeps (tick, sequence) in one 64-bit word.
+        if time_width + seq_width > 63 {
+            return bad("time and sequence fields together must be at most 63 bits".into());
+        }
+        let end = (1u64 << time_width).checked_mul(config.tick_ms).and_then(|t| t.checked_add(epoch_ms));
+        if end.is_none() {
+            return bad("the time field's range overflows 64-bit Unix milliseconds".into());
+        }
+        Ok(BitLayout {
+            name: Cow::Owned(name.to_owned()),
+            bits: config.bits,
+            fields: Cow::Owned(fields),
+            epoch_ms,
+            tick_ms: config.tick_ms,
+            time_wraps: false,
+        })
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(fields: &[(&str, u32, FieldRole)]) -> LayoutConfig {
+        LayoutConfig {
+            name: "t".into(),
+            bits: fields.iter().map(|f| f.1).sum(),
+            epoch: None,
+            epoch_ms: Some(0),
+            tick_ms: 1,
+            fields: fields
+                .iter()
+                .map(|&(name, bits, role)| FieldConfig { name: name.into(), bits, role })
+                .collect(),
+        }
+    }
+
+    /// Each case: fields, and the expected error message fragment (empty means valid).
+    #[test]
+    fn custom_layout_validation() {
+        use FieldRole::*;
+        let check = |fields: &[(&str, u32, FieldRole)], want: &str| {
+            let got = BitLayout::try_from(config(fields));
+            match (got, want) {
+                (Ok(_), "") => {}
+                (Err(e), w) if !w.is_empty() => {
+                    assert!(e.to_string().contains(w), "{e} does not contain {w}")
+                }
+                (got, want) => panic!("{fields:?}: got {got:?}, want {want:?}"),
+            }
+        };
+        check(&[("timestamp", 41, Time), ("worker", 10, Node), ("sequence", 12, Sequence)], "");
+        check(&[("timestamp", 42, Time), ("worker", 10, Node), ("sequence", 12, Sequence)], "");
+        check(&[("timestamp", 40, Time), ("worker", 10, Node), ("sequence", 12, Sequence)], "63 or 64");
+        check(&[("sequence", 12, Sequence), ("timestamp", 51, Time)], "more significant");
+        check(&[("timestamp", 51, Time), ("timestamp", 12, Sequence)], "twice");
+        check(&[("timestamp", 63, Time)], "exactly one");
+        check(&[("timestamp", 30, Time), ("Worker", 21, Node), ("sequence", 12, Sequence)], "field name");
+        check(&[("timestamp", 0, Time), ("w", 51, Node), ("sequence", 12, Sequence)], "1 to 63");
+    }
+
+    #[test]
+    fn pack_refuses_out_of_range_values() {
+        let layout = BitLayout::try_from(config(&[
+            ("timestamp", 41, FieldRole::Time),
+            ("worker", 10, FieldRole::Node),
+            ("sequence", 12, FieldRole::Sequence),
+        ]))
+        .unwrap();
+        assert_eq!(layout.pack(&[1, 1023, 4095]).unwrap(), 1 << 22 | 1023 << 12 | 4095);
+        let err = layout.pack(&[1, 1024, 0]).unwrap_err();
+        assert_eq!(err.to_string(), "field `worker` out of range: 1024 is not in 0..=1023");
+    }
+}

@@ -1,0 +1,497 @@
+//! The sans-I/O generator: give it the time, get an ID, a time to wait until, or an error.
+//!
+//! A [`Generator`] never reads a clock and never sleeps. It is lock-free (one atomic word, see
+//! the private `sequence` module) and `Sync`, so threads share one generator by reference.
+//! Callers at the edge (the `idmint-runtime` crate, the server) read the clock, call
+//! [`Generator::next`], and do the waiting when told to.
+
+use std::{fmt, marker::PhantomData};
+
+use crate::{
+    Error,
+    sequence::{Sequencer, Timing},
+};
+
+/// The outcome of asking a generator for an ID: ready, or not before a given time.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{GeneratorConfig, Next, Snowflake};
+///
+/// let generator = Snowflake::generator(0, 1, &GeneratorConfig::default())?;
+/// let now_ms = Snowflake::EPOCH_MS + 5;
+/// match generator.next(now_ms)? {
+///     Next::Ready(id) => assert_eq!(id.into_parts().timestamp, 5),
+///     Next::Wait { until_ms } => panic!("unexpected wait until {until_ms}"),
+/// }
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Next<T> {
+    /// The value is ready.
+    Ready(T),
+    /// Nothing can be issued before the clock reads `until_ms` (Unix milliseconds): the
+    /// sequence of the current tick is used up. Call again at or after that time.
+    Wait {
+        /// The earliest Unix millisecond at which a call can succeed.
+        until_ms: u64,
+    },
+}
+
+impl<T> Next<T> {
+    /// The value, if it is ready.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Next;
+    ///
+    /// assert_eq!(Next::Ready(7).ready(), Some(7));
+    /// assert_eq!(Next::<u64>::Wait { until_ms: 1 }.ready(), None);
+    /// ```
+    pub fn ready(self) -> Option<T> {
+        match self {
+            Next::Ready(value) => Some(value),
+            Next::Wait { .. } => None,
+        }
+    }
+
+    /// Applies `f` to a ready value.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Next;
+    ///
+    /// assert_eq!(Next::Ready(2).map(|v| v * 10), Next::Ready(20));
+    /// ```
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Next<U> {
+        match self {
+            Next::Ready(value) => Next::Ready(f(value)),
+            Next::Wait { until_ms } => Next::Wait { until_ms },
+        }
+    }
+}
+
+/// How a generator treats the clock: plain data, checked when a generator is built.
+///
+/// | field | default | meaning |
+/// | --- | --- | --- |
+/// | `max_backward_ms` | 1000 | a clock up to this far behind the last issued ID is absorbed by continuing from the last tick; further behind is [`Error::ClockBackward`] |
+/// | `borrow_ms` | 0 | how far ahead of the clock the generator may run when a tick's sequence is used up; 0 means wait for the next tick (Hazelcast allows 15 s) |
+/// | `start_above_ms` | none | a high-water mark in Unix ms: every ID lies in a tick that starts after it |
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::GeneratorConfig;
+///
+/// let config = GeneratorConfig { borrow_ms: 15_000, ..GeneratorConfig::default() };
+/// assert_eq!(config.max_backward_ms, 1000);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct GeneratorConfig {
+    /// The largest backward clock step absorbed, in ms (at most 1 day).
+    pub max_backward_ms: u64,
+    /// How far ahead of the clock a burst may borrow ticks, in ms (at most 1 hour).
+    pub borrow_ms: u64,
+    /// Start strictly above this high-water mark (Unix ms), if given.
+    pub start_above_ms: Option<u64>,
+}
+
+impl Default for GeneratorConfig {
+    fn default() -> Self {
+        GeneratorConfig { max_backward_ms: 1000, borrow_ms: 0, start_above_ms: None }
+    }
+}
+
+/// The largest accepted `max_backward_ms`: one day.
+pub const MAX_BACKWARD_LIMIT_MS: u64 = 86_400_000;
+/// The largest accepted `borrow_ms`: one hour.
+pub const BORROW_LIMIT_MS: u64 = 3_600_000;
+
+impl GeneratorConfig {
+    fn check(&self) -> Result<(), Error> {
+        if self.max_backward_ms > MAX_BACKWARD_LIMIT_MS {
+            return Err(Error::InvalidConfig(format!(
+                "max_backward_ms {} is above the limit of {MAX_BACKWARD_LIMIT_MS}",
+                self.max_backward_ms
+            )));
+        }
+        if self.borrow_ms > BORROW_LIMIT_MS {
+            return Err(Error::InvalidConfig(format!(
+                "borrow_ms {} is above the limit of {BORROW_LIMIT_MS}",
+                self.borrow_ms
+            )));
+        }
+        Ok(())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// An ID type a [`Generator`] can produce. Implemented by the 64-bit layouts of this crate and
+/// by `u64` (the raw value); it cannot be implemented outside it.
+pub trait GeneratedId: sealed::Sealed + Copy {
+    #[doc(hidden)]
+    fn from_generated(raw: u64) -> Self;
+}
+
+impl sealed::Sealed for u64 {}
+impl GeneratedId for u64 {
+    #[inline]
+    fn from_generated(raw: u64) -> Self {
+        raw
+    }
+}
+
+/// Implements [`GeneratedId`] for a layout type that wraps a valid raw `u64`.
+macro_rules! generated_id {
+    ($ty:ty, $from_raw:expr) => {
+        impl crate::generator::Sealed for $ty {}
+        impl crate::generator::GeneratedId for $ty {
+            #[inline]
+            fn from_generated(raw: u64) -> Self {
+                $from_raw(raw)
+            }
+        }
+    };
+}
+pub(crate) use generated_id;
+pub(crate) use sealed::Sealed;
+
+/// How a (tick, sequence) pair becomes an ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PackKind {
+    /// `(tick & time_mask) << time_shift | node | seq << seq_shift`.
+    Bits { time_shift: u32, time_mask: u64, seq_shift: u32 },
+    /// elfo's TraceId: the sequence is split into chunk number and a counter that is never 0.
+    TraceId,
+    /// LableOrg SPREAD: the 64-bit bit-reversed timestamp.
+    LableSpread,
+    /// LableOrg TIME_SEQUENTIAL: the timestamp in the top 42 bits.
+    LableSequential,
+}
+
+/// Everything needed to turn pairs into IDs; `Copy`, so batches carry their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Packer {
+    pub(crate) kind: PackKind,
+    /// The generator's fixed bits (node fields, flags).
+    pub(crate) node_bits: u64,
+    pub(crate) seq_bits: u32,
+}
+
+impl Packer {
+    #[inline]
+    fn pack(&self, pair: u64) -> u64 {
+        let tick = pair >> self.seq_bits;
+        let seq = pair & ((1 << self.seq_bits) - 1);
+        match self.kind {
+            PackKind::Bits { time_shift, time_mask, seq_shift } => {
+                (tick & time_mask) << time_shift | self.node_bits | seq << seq_shift
+            }
+            PackKind::TraceId => crate::trace_id::pack_generated(tick, self.node_bits, seq),
+            PackKind::LableSpread => tick.reverse_bits() | seq << 16 | self.node_bits,
+            PackKind::LableSequential => tick << 22 | seq << 16 | self.node_bits,
+        }
+    }
+}
+
+/// What a layout tells the generator: its time field, its sequence and how to pack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    pub(crate) epoch_ms: u64,
+    pub(crate) tick_ms: u64,
+    pub(crate) time_bits: u32,
+    pub(crate) time_wraps: bool,
+    pub(crate) seq_limit: u64,
+    pub(crate) packer: Packer,
+}
+
+/// A lock-free, sans-I/O generator of 64-bit IDs of layout `I`.
+///
+/// It keeps the last issued (tick, sequence) pair in one atomic word, and every call moves it
+/// strictly up, so a generator never issues the same ID twice and never issues an ID below one
+/// it issued before, whatever `now_ms` says:
+///
+/// - a clock up to `max_backward_ms` behind is absorbed by continuing from the last tick;
+///   further behind is [`Error::ClockBackward`] (carrying how far);
+/// - when a tick's sequence is used up it returns [`Next::Wait`] until the next tick, or
+///   borrows up to `borrow_ms` of future ticks if configured;
+/// - it can start above a high-water mark, and it never issues above its ceiling
+///   ([`set_ceiling_ms`](Self::set_ceiling_ms)), which is how the server keeps every issued
+///   time below a durably stored mark.
+///
+/// Build one with the layout's constructor, such as [`Snowflake::generator`](crate::Snowflake::generator)
+/// or [`Generator::custom`].
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{GeneratorConfig, Next, Snowflake};
+///
+/// let generator = Snowflake::generator(1, 2, &GeneratorConfig::default())?;
+/// let t = Snowflake::EPOCH_MS + 1_000;
+/// let a = generator.next(t)?.ready().unwrap();
+/// let b = generator.next(t)?.ready().unwrap();
+/// assert!(b > a);
+///
+/// // 4,096 IDs per millisecond; the 4,097th must wait for the next one.
+/// let batch = generator.next_batch(t, 10_000)?.ready().unwrap();
+/// assert_eq!(batch.len(), 4094);
+/// assert_eq!(generator.next(t)?, Next::Wait { until_ms: t + 1 });
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+pub struct Generator<I = u64> {
+    seq: Sequencer,
+    packer: Packer,
+    _id: PhantomData<fn() -> I>,
+}
+
+impl<I> fmt::Debug for Generator<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Generator")
+            .field("last_tick", &self.seq.last_tick())
+            .field("ceiling", &self.seq.ceiling())
+            .field("timing", self.seq.timing())
+            .finish()
+    }
+}
+
+impl<I: GeneratedId> Generator<I> {
+    /// Builds a generator from a layout's plan and a clock policy.
+    pub(crate) fn from_plan(plan: Plan, config: &GeneratorConfig) -> Result<Self, Error> {
+        config.check()?;
+        let seq_bits = plan.packer.seq_bits;
+        let max_tick = if plan.time_wraps {
+            u64::MAX >> seq_bits
+        } else {
+            crate::bits::low_mask(plan.time_bits).min(u64::MAX >> seq_bits)
+        };
+        let timing = Timing {
+            epoch_ms: plan.epoch_ms,
+            tick_ms: plan.tick_ms,
+            max_tick,
+            backward_ticks: config.max_backward_ms / plan.tick_ms,
+            borrow_ticks: config.borrow_ms / plan.tick_ms,
+        };
+        let start_after = match config.start_above_ms {
+            Some(mark) if mark >= plan.epoch_ms => {
+                let tick = (mark - plan.epoch_ms) / plan.tick_ms;
+                if tick >= max_tick {
+                    return Err(Error::TimeExhausted {
+                        last_ms: (max_tick + 1)
+                            .saturating_mul(plan.tick_ms)
+                            .saturating_add(plan.epoch_ms)
+                            .saturating_sub(1),
+                    });
+                }
+                Some(tick)
+            }
+            _ => None,
+        };
+        Ok(Generator {
+            seq: Sequencer::new(seq_bits, plan.seq_limit, timing, start_after),
+            packer: plan.packer,
+            _id: PhantomData,
+        })
+    }
+
+    /// The next ID at time `now_ms` (Unix milliseconds).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::ClockBackward`]: `now_ms` is further behind the last issued tick than allowed;
+    /// - [`Error::BeforeEpoch`]: `now_ms` is before the layout's epoch;
+    /// - [`Error::TimeExhausted`]: the layout's time field has run out;
+    /// - [`Error::WindowExhausted`]: the next ID would lie above the ceiling.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{Error, GeneratorConfig, Snowflake};
+    ///
+    /// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+    /// let t = Snowflake::EPOCH_MS + 10_000;
+    /// generator.next(t)?;
+    /// // 500 ms back: absorbed, the ID continues from the last tick.
+    /// assert!(generator.next(t - 500)?.ready().is_some());
+    /// // 5 s back: refused, with the size of the step.
+    /// assert!(matches!(generator.next(t - 5_000), Err(Error::ClockBackward { behind_ms: 5_000, .. })));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    #[inline]
+    pub fn next(&self, now_ms: u64) -> Result<Next<I>, Error> {
+        Ok(self.seq.next(now_ms)?.map(|pair| I::from_generated(self.packer.pack(pair))))
+    }
+
+    /// Reserves up to `n` consecutive IDs in one atomic step.
+    ///
+    /// The batch holds as many IDs as the allowed ticks still have, at least one and at most
+    /// `n`: call again for the rest. Its IDs are in increasing order and above every ID
+    /// issued before.
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next), plus [`Error::EmptyBatch`] when `n` is 0.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Snowflake};
+    ///
+    /// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+    /// let batch = generator.next_batch(Snowflake::EPOCH_MS + 1, 100)?.ready().unwrap();
+    /// let ids: Vec<Snowflake> = batch.collect();
+    /// assert_eq!(ids.len(), 100);
+    /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<Batch<I>>, Error> {
+        Ok(self.seq.reserve(now_ms, n)?.map(|(first, count)| Batch {
+            pair: first,
+            remaining: count,
+            seq_limit: self.seq.seq_limit(),
+            packer: self.packer,
+            _id: PhantomData,
+        }))
+    }
+
+    /// The Unix ms at which the last issued tick begins (or the start point, before any ID).
+    ///
+    /// A server persists a high-water mark at or above this before it lets IDs out.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Snowflake};
+    ///
+    /// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+    /// generator.next(Snowflake::EPOCH_MS + 42)?;
+    /// assert_eq!(generator.last_ms(), Snowflake::EPOCH_MS + 42);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn last_ms(&self) -> u64 {
+        self.seq.time_of(self.seq.last_tick())
+    }
+
+    /// Allows IDs only in ticks that start at or before `mark_ms` (Unix ms).
+    ///
+    /// The server sets this to its durable high-water mark and raises it as it extends the mark.
+    /// Lowering it is allowed too (for example when a lease is lost).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BeforeEpoch`] when `mark_ms` is before the layout's epoch.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{Error, GeneratorConfig, Snowflake};
+    ///
+    /// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+    /// let t = Snowflake::EPOCH_MS + 1_000;
+    /// generator.set_ceiling_ms(t)?;
+    /// assert!(generator.next(t)?.ready().is_some());
+    /// assert!(matches!(generator.next(t + 1), Err(Error::WindowExhausted { .. })));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn set_ceiling_ms(&self, mark_ms: u64) -> Result<(), Error> {
+        self.seq.set_ceiling(self.seq.tick_of(mark_ms)?);
+        Ok(())
+    }
+
+    /// The last Unix ms that may currently be issued: the end of the ceiling's tick, or of the
+    /// layout's time field.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Snowflake};
+    ///
+    /// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+    /// assert_eq!(generator.ceiling_ms(), Snowflake::EPOCH_MS + (1 << 41) - 1);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn ceiling_ms(&self) -> u64 {
+        self.seq.time_of(self.seq.ceiling().saturating_add(1)).saturating_sub(1)
+    }
+
+    /// How many IDs one tick holds.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Snowflake};
+    ///
+    /// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+    /// assert_eq!(generator.ids_per_tick(), 4096);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn ids_per_tick(&self) -> u64 {
+        self.seq.seq_limit()
+    }
+}
+
+/// A contiguous run of IDs reserved by [`Generator::next_batch`], yielded in increasing order.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{GeneratorConfig, Snowflake};
+///
+/// let generator = Snowflake::generator(0, 0, &GeneratorConfig::default())?;
+/// let mut batch = generator.next_batch(Snowflake::EPOCH_MS + 1, 3)?.ready().unwrap();
+/// assert_eq!(batch.len(), 3);
+/// let first = batch.next().unwrap();
+/// assert_eq!(first.into_parts().sequence, 0);
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Batch<I = u64> {
+    pair: u64,
+    remaining: u64,
+    seq_limit: u64,
+    packer: Packer,
+    _id: PhantomData<fn() -> I>,
+}
+
+impl<I> fmt::Debug for Batch<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch").field("pair", &self.pair).field("remaining", &self.remaining).finish()
+    }
+}
+
+impl<I: GeneratedId> Iterator for Batch<I> {
+    type Item = I;
+
+    #[inline]
+    fn next(&mut self) -> Option<I> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let id = I::from_generated(self.packer.pack(self.pair));
+        self.remaining -= 1;
+        let seq = self.pair & ((1 << self.packer.seq_bits) - 1);
+        self.pair = if seq + 1 < self.seq_limit {
+            self.pair + 1
+        } else {
+            ((self.pair >> self.packer.seq_bits) + 1) << self.packer.seq_bits
+        };
+        Some(id)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
+}
+
+impl<I: GeneratedId> ExactSizeIterator for Batch<I> {}

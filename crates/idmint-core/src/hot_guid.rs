@@ -1,0 +1,1 @@
+//! HotGuid (placeholder, being written).
