@@ -6,7 +6,11 @@
 
 use std::borrow::Cow;
 
-use crate::{Error, time_fmt};
+use crate::{
+    Error,
+    generator::{PackKind, Packer, Plan},
+    time_fmt,
+};
 
 /// What a field of a [`BitLayout`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,7 +170,7 @@ impl BitLayout {
         &self.name
     }
 
-    /// 63 (bit 63 is always zero) or 64.
+    /// How many low bits the layout uses: 64, 63 (bit 63 is always zero), or 53 for `js53`.
     pub const fn bits(&self) -> u32 {
         self.bits
     }
@@ -250,15 +254,21 @@ impl BitLayout {
         self.fields.iter().map(|f| f.get(raw)).collect()
     }
 
-    /// Checks that `raw` is a value this layout can produce: bit 63 clear in a 63-bit layout,
-    /// and every field within its range.
+    /// Checks that `raw` is a value this layout can produce: no bits above its width (bit 63
+    /// clear in a 63-bit layout), and every field within its range.
     ///
     /// # Errors
     ///
-    /// [`Error::HighestBitSet`] or [`Error::FieldOutOfRange`].
+    /// [`Error::HighestBitSet`], [`Error::InvalidId`] or [`Error::FieldOutOfRange`].
     pub fn validate(&self, raw: u64) -> Result<u64, Error> {
         if self.bits == 63 && raw >> 63 != 0 {
             return Err(Error::HighestBitSet);
+        }
+        if self.bits < 64 && raw >> self.bits != 0 {
+            return Err(Error::InvalidId {
+                layout: self.name.to_string(),
+                reason: "the value has bits set above the layout's width",
+            });
         }
         for field in self.fields.iter() {
             field.check(field.get(raw))?;
@@ -270,6 +280,63 @@ impl BitLayout {
     pub fn time_of_tick(&self, tick: u64) -> Option<u64> {
         self.field_with_role(FieldRole::Time)?;
         tick.checked_mul(self.tick_ms)?.checked_add(self.epoch_ms)
+    }
+
+    /// Packs named node-field values (datacenter, worker, ...) into the generator's fixed bits.
+    /// Node fields that are not named are 0.
+    pub(crate) fn node_bits(&self, node: &[(&str, u64)]) -> Result<u64, Error> {
+        let mut bits = 0;
+        for &(name, value) in node {
+            let field = self.field(name).filter(|f| f.role == FieldRole::Node).ok_or_else(|| {
+                Error::UnknownField {
+                    layout: self.name.to_string(),
+                    field: name.to_owned(),
+                    expected: self
+                        .fields
+                        .iter()
+                        .filter(|f| f.role == FieldRole::Node)
+                        .map(|f| f.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+            })?;
+            bits |= field.check(value)? << field.shift;
+        }
+        Ok(bits)
+    }
+
+    /// How a generator fills this layout: time and sequence fields, node fields fixed.
+    pub(crate) fn plan(&self, node_bits: u64) -> Result<Plan, Error> {
+        let (Some(time), Some(seq)) =
+            (self.field_with_role(FieldRole::Time), self.field_with_role(FieldRole::Sequence))
+        else {
+            return Err(Error::InvalidLayout(format!(
+                "layout `{}` needs a time field and a sequence field to be generated",
+                self.name
+            )));
+        };
+        if self.fields.iter().any(|f| f.role == FieldRole::Other) {
+            return Err(Error::InvalidLayout(format!(
+                "layout `{}` has fields a plain generator cannot fill; use its own generator",
+                self.name
+            )));
+        }
+        Ok(Plan {
+            epoch_ms: self.epoch_ms,
+            tick_ms: self.tick_ms,
+            time_bits: time.width,
+            time_wraps: self.time_wraps,
+            seq_limit: 1 << seq.width,
+            packer: Packer {
+                kind: PackKind::Bits {
+                    time_shift: time.shift,
+                    time_mask: time.max(),
+                    seq_shift: seq.shift,
+                },
+                node_bits,
+                seq_bits: seq.width,
+            },
+        })
     }
 
     /// What the layout can hold: its lifetime and its rate.

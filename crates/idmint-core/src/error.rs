@@ -104,7 +104,7 @@ pub enum Error {
     #[error("invalid {layout} id: {reason}")]
     InvalidId {
         /// The layout's name.
-        layout: &'static str,
+        layout: String,
         /// Why the value is not valid.
         reason: &'static str,
     },

@@ -151,19 +151,6 @@ impl GeneratedId for u64 {
     }
 }
 
-/// Implements [`GeneratedId`] for a layout type that wraps a valid raw `u64`.
-macro_rules! generated_id {
-    ($ty:ty, $from_raw:expr) => {
-        impl crate::generator::Sealed for $ty {}
-        impl crate::generator::GeneratedId for $ty {
-            #[inline]
-            fn from_generated(raw: u64) -> Self {
-                $from_raw(raw)
-            }
-        }
-    };
-}
-pub(crate) use generated_id;
 pub(crate) use sealed::Sealed;
 
 /// How a (tick, sequence) pair becomes an ID.
@@ -437,6 +424,37 @@ impl<I: GeneratedId> Generator<I> {
     /// ```
     pub fn ids_per_tick(&self) -> u64 {
         self.seq.seq_limit()
+    }
+}
+
+impl Generator<u64> {
+    /// A generator of raw IDs for any bit layout with a time field, a sequence field and node
+    /// fields, custom layouts included. Node fields not named in `node` are 0.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownField`] or [`Error::FieldOutOfRange`] for a bad node value,
+    /// [`Error::InvalidLayout`] for a layout a plain generator cannot fill (such as
+    /// [`TraceId::LAYOUT`](crate::TraceId::LAYOUT), which has its own), and
+    /// [`Error::InvalidConfig`] for a bad configuration.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{Generator, GeneratorConfig, Snowflake};
+    ///
+    /// let generator =
+    ///     Generator::custom(&Snowflake::LAYOUT, &[("worker", 3)], &GeneratorConfig::default())?;
+    /// let raw = generator.next(Snowflake::EPOCH_MS + 1)?.ready().unwrap();
+    /// assert_eq!(Snowflake::from_raw(raw)?.into_parts().worker, 3);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn custom(
+        layout: &crate::BitLayout,
+        node: &[(&str, u64)],
+        config: &GeneratorConfig,
+    ) -> Result<Self, Error> {
+        Generator::from_plan(layout.plan(layout.node_bits(node)?)?, config)
     }
 }
 

@@ -68,10 +68,6 @@ impl Sequencer {
         &self.timing
     }
 
-    pub(crate) fn seq_bits(&self) -> u32 {
-        self.seq_bits
-    }
-
     pub(crate) fn seq_limit(&self) -> u64 {
         self.seq_limit
     }
