@@ -59,6 +59,7 @@
 //! generates it without knowing its type at compile time. The CLI and the server use it.
 
 mod bits;
+mod clock;
 mod decimal_id;
 mod error;
 mod flake;
@@ -76,8 +77,11 @@ mod sonyflake;
 mod time_fmt;
 mod trace_id;
 
+#[cfg(any(test, feature = "test-util"))]
+pub use crate::clock::ManualClock;
 pub use crate::{
     bits::{BitField, BitLayout, Capacity, FieldConfig, FieldRole, LayoutConfig},
+    clock::{Anchor, Clock, SystemClock},
     decimal_id::{DecimalId, DecimalIdGenerator, DecimalIdParts},
     error::Error,
     flake::{Flake, FlakeParts},
