@@ -287,19 +287,20 @@ impl BitLayout {
     pub(crate) fn node_bits(&self, node: &[(&str, u64)]) -> Result<u64, Error> {
         let mut bits = 0;
         for &(name, value) in node {
-            let field = self.field(name).filter(|f| f.role == FieldRole::Node).ok_or_else(|| {
-                Error::UnknownField {
-                    layout: self.name.to_string(),
-                    field: name.to_owned(),
-                    expected: self
-                        .fields
-                        .iter()
-                        .filter(|f| f.role == FieldRole::Node)
-                        .map(|f| f.name())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }
-            })?;
+            let field =
+                self.field(name).filter(|f| f.role == FieldRole::Node).ok_or_else(|| {
+                    Error::UnknownField {
+                        layout: self.name.to_string(),
+                        field: name.to_owned(),
+                        expected: self
+                            .fields
+                            .iter()
+                            .filter(|f| f.role == FieldRole::Node)
+                            .map(|f| f.name())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    }
+                })?;
             bits |= field.check(value)? << field.shift;
         }
         Ok(bits)
@@ -353,14 +354,13 @@ impl BitLayout {
     /// ```
     pub fn capacity(&self) -> Capacity {
         let time = self.field_with_role(FieldRole::Time);
-        let ids_per_tick = self.field_with_role(FieldRole::Sequence).map_or(1, |f| {
-            f.max().saturating_sub(f.min).saturating_add(1)
-        });
-        let generators = self
-            .fields
-            .iter()
-            .filter(|f| f.role == FieldRole::Node)
-            .fold(1u64, |acc, f| acc.saturating_mul(1u64.checked_shl(f.width).unwrap_or(u64::MAX)));
+        let ids_per_tick = self
+            .field_with_role(FieldRole::Sequence)
+            .map_or(1, |f| f.max().saturating_sub(f.min).saturating_add(1));
+        let generators =
+            self.fields.iter().filter(|f| f.role == FieldRole::Node).fold(1u64, |acc, f| {
+                acc.saturating_mul(1u64.checked_shl(f.width).unwrap_or(u64::MAX))
+            });
         let end_ms = time.and_then(|f| {
             let ticks = 1u64.checked_shl(f.width)?;
             ticks.checked_mul(self.tick_ms)?.checked_add(self.epoch_ms)
@@ -578,7 +578,8 @@ impl TryFrom<LayoutConfig> for BitLayout {
         if time_width + seq_width > 63 {
             return bad("time and sequence fields together must be at most 63 bits".into());
         }
-        let end = (1u64 << time_width).checked_mul(config.tick_ms).and_then(|t| t.checked_add(epoch_ms));
+        let end =
+            (1u64 << time_width).checked_mul(config.tick_ms).and_then(|t| t.checked_add(epoch_ms));
         if end.is_none() {
             return bad("the time field's range overflows 64-bit Unix milliseconds".into());
         }
@@ -631,11 +632,17 @@ mod tests {
         };
         check(&[("timestamp", 41, Time), ("worker", 10, Node), ("sequence", 12, Sequence)], "");
         check(&[("timestamp", 42, Time), ("worker", 10, Node), ("sequence", 12, Sequence)], "");
-        check(&[("timestamp", 40, Time), ("worker", 10, Node), ("sequence", 12, Sequence)], "63 or 64");
+        check(
+            &[("timestamp", 40, Time), ("worker", 10, Node), ("sequence", 12, Sequence)],
+            "63 or 64",
+        );
         check(&[("sequence", 12, Sequence), ("timestamp", 51, Time)], "more significant");
         check(&[("timestamp", 51, Time), ("timestamp", 12, Sequence)], "twice");
         check(&[("timestamp", 63, Time)], "exactly one");
-        check(&[("timestamp", 30, Time), ("Worker", 21, Node), ("sequence", 12, Sequence)], "field name");
+        check(
+            &[("timestamp", 30, Time), ("Worker", 21, Node), ("sequence", 12, Sequence)],
+            "field name",
+        );
         check(&[("timestamp", 0, Time), ("w", 51, Node), ("sequence", 12, Sequence)], "1 to 63");
     }
 

@@ -99,7 +99,8 @@ impl DecimalId {
         let counter = check("counter", parts.counter, Self::MIN_COUNTER, Self::MAX_COUNTER)?;
         let generator_id = check("generator_id", parts.generator_id, 0, Self::MAX_GENERATOR_ID)?;
         let launch_id = check("launch_id", parts.launch_id, 0, Self::MAX_LAUNCH_ID)?;
-        let raw = counter * Self::COUNTER_WEIGHT + generator_id * Self::GENERATOR_WEIGHT + launch_id;
+        let raw =
+            counter * Self::COUNTER_WEIGHT + generator_id * Self::GENERATOR_WEIGHT + launch_id;
         Ok(DecimalId(crate::id_impl::generated_nonzero(raw)))
     }
 
@@ -140,7 +141,12 @@ impl DecimalId {
     pub fn from_raw(raw: u64) -> Result<Self, Error> {
         let counter = raw / Self::COUNTER_WEIGHT;
         if !(Self::MIN_COUNTER..=Self::MAX_COUNTER).contains(&counter) {
-            return Err(Error::out_of_range("counter", counter, Self::MIN_COUNTER, Self::MAX_COUNTER));
+            return Err(Error::out_of_range(
+                "counter",
+                counter,
+                Self::MIN_COUNTER,
+                Self::MAX_COUNTER,
+            ));
         }
         Ok(DecimalId(crate::id_impl::generated_nonzero(raw)))
     }
@@ -280,7 +286,10 @@ impl DecimalIdGenerator {
     /// assert!(generator.next_batch(3).is_err());
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    pub fn next_batch(&self, n: u64) -> Result<impl ExactSizeIterator<Item = DecimalId> + use<>, Error> {
+    pub fn next_batch(
+        &self,
+        n: u64,
+    ) -> Result<impl ExactSizeIterator<Item = DecimalId> + use<>, Error> {
         let (first, count) = self.reserve(n)?;
         let (first, count) = (first.to_raw(), usize::try_from(count).unwrap_or(usize::MAX));
         Ok((0..count).map(move |i| {

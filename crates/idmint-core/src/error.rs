@@ -117,7 +117,9 @@ pub enum Error {
     /// The clock is further behind the last issued ID than the configured tolerance.
     ///
     /// The generator refuses rather than issue IDs below ones it already issued.
-    #[error("clock moved backwards: {behind_ms} ms behind the last issued id (tolerance {tolerance_ms} ms)")]
+    #[error(
+        "clock moved backwards: {behind_ms} ms behind the last issued id (tolerance {tolerance_ms} ms)"
+    )]
     ClockBackward {
         /// How far the clock reading is behind the last issued tick, in milliseconds.
         behind_ms: u64,

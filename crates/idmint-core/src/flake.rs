@@ -1,7 +1,9 @@
 //! go-flakeid (T-PWK): 42 bits of milliseconds since a configurable epoch, a 5-bit datacenter,
 //! a 5-bit worker and a 12-bit counter, using all 64 bits.
 
-use crate::{BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig, id_impl::u64_id};
+use crate::{
+    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig, id_impl::u64_id,
+};
 
 /// A go-flakeid ID.
 ///
@@ -107,7 +109,8 @@ impl Flake {
     /// assert!(Flake::from_parts(FlakeParts { datacenter: 33, ..FlakeParts::default() }).is_err());
     /// ```
     pub fn from_parts(parts: FlakeParts) -> Result<Self, Error> {
-        let raw = Self::LAYOUT.pack(&[parts.timestamp, parts.datacenter, parts.worker, parts.counter])?;
+        let raw =
+            Self::LAYOUT.pack(&[parts.timestamp, parts.datacenter, parts.worker, parts.counter])?;
         Ok(Flake(raw))
     }
 

@@ -202,6 +202,43 @@ pub(crate) struct Plan {
     pub(crate) packer: Packer,
 }
 
+/// Validates `config` and builds the (tick, sequence) counter of a generator whose time field
+/// counts `tick_ms` ticks from `epoch_ms` up to `max_tick`. Every generator is built here, so
+/// every generator applies a configuration the same way.
+pub(crate) fn sequencer(
+    config: &GeneratorConfig,
+    epoch_ms: u64,
+    tick_ms: u64,
+    max_tick: u64,
+    seq_bits: u32,
+    seq_limit: u64,
+) -> Result<Sequencer, Error> {
+    config.check()?;
+    let timing = Timing {
+        epoch_ms,
+        tick_ms,
+        max_tick,
+        backward_ticks: config.max_backward_ms / tick_ms,
+        borrow_ticks: config.borrow_ms / tick_ms,
+    };
+    let start_after = match config.start_above_ms {
+        Some(mark) if mark >= epoch_ms => {
+            let tick = (mark - epoch_ms) / tick_ms;
+            if tick >= max_tick {
+                return Err(Error::TimeExhausted {
+                    last_ms: (max_tick + 1)
+                        .saturating_mul(tick_ms)
+                        .saturating_add(epoch_ms)
+                        .saturating_sub(1),
+                });
+            }
+            Some(tick)
+        }
+        _ => None,
+    };
+    Ok(Sequencer::new(seq_bits, seq_limit, timing, start_after))
+}
+
 /// A lock-free, sans-I/O generator of 64-bit IDs of layout `I`.
 ///
 /// It keeps the last issued (tick, sequence) pair in one atomic word, and every call moves it
@@ -255,40 +292,15 @@ impl<I> fmt::Debug for Generator<I> {
 impl<I: GeneratedId> Generator<I> {
     /// Builds a generator from a layout's plan and a clock policy.
     pub(crate) fn from_plan(plan: Plan, config: &GeneratorConfig) -> Result<Self, Error> {
-        config.check()?;
         let seq_bits = plan.packer.seq_bits;
         let max_tick = if plan.time_wraps {
             u64::MAX >> seq_bits
         } else {
             crate::bits::low_mask(plan.time_bits).min(u64::MAX >> seq_bits)
         };
-        let timing = Timing {
-            epoch_ms: plan.epoch_ms,
-            tick_ms: plan.tick_ms,
-            max_tick,
-            backward_ticks: config.max_backward_ms / plan.tick_ms,
-            borrow_ticks: config.borrow_ms / plan.tick_ms,
-        };
-        let start_after = match config.start_above_ms {
-            Some(mark) if mark >= plan.epoch_ms => {
-                let tick = (mark - plan.epoch_ms) / plan.tick_ms;
-                if tick >= max_tick {
-                    return Err(Error::TimeExhausted {
-                        last_ms: (max_tick + 1)
-                            .saturating_mul(plan.tick_ms)
-                            .saturating_add(plan.epoch_ms)
-                            .saturating_sub(1),
-                    });
-                }
-                Some(tick)
-            }
-            _ => None,
-        };
-        Ok(Generator {
-            seq: Sequencer::new(seq_bits, plan.seq_limit, timing, start_after),
-            packer: plan.packer,
-            _id: PhantomData,
-        })
+        let seq =
+            sequencer(config, plan.epoch_ms, plan.tick_ms, max_tick, seq_bits, plan.seq_limit)?;
+        Ok(Generator { seq, packer: plan.packer, _id: PhantomData })
     }
 
     /// The next ID at time `now_ms` (Unix milliseconds).
@@ -483,7 +495,10 @@ pub struct Batch<I = u64> {
 
 impl<I> fmt::Debug for Batch<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Batch").field("pair", &self.pair).field("remaining", &self.remaining).finish()
+        f.debug_struct("Batch")
+            .field("pair", &self.pair)
+            .field("remaining", &self.remaining)
+            .finish()
     }
 }
 

@@ -78,7 +78,8 @@ impl Icicle {
     /// The largest sequence value; the Lua script rolls over when it reaches it.
     pub const MAX_SEQUENCE: u64 = (1 << Self::SEQUENCE_BITS) - 1;
     /// The layout as data.
-    pub const LAYOUT: BitLayout = BitLayout::builtin("icicle", 63, FIELDS, Self::EPOCH_MS, 1, false);
+    pub const LAYOUT: BitLayout =
+        BitLayout::builtin("icicle", 63, FIELDS, Self::EPOCH_MS, 1, false);
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
     /// An example ID (from icicle's own tests), for documentation and tests.
@@ -155,7 +156,12 @@ impl Icicle {
     /// ```
     pub fn generator(shard: u64, config: &GeneratorConfig) -> Result<Generator<Icicle>, Error> {
         if shard < Self::MIN_GENERATOR_SHARD {
-            return Err(Error::out_of_range("shard", shard, Self::MIN_GENERATOR_SHARD, FIELDS[1].max()));
+            return Err(Error::out_of_range(
+                "shard",
+                shard,
+                Self::MIN_GENERATOR_SHARD,
+                FIELDS[1].max(),
+            ));
         }
         let node = Self::LAYOUT.node_bits(&[("shard", shard)])?;
         Generator::from_plan(Self::LAYOUT.plan(node)?, config)

@@ -162,7 +162,10 @@ macro_rules! nonzero_bit_id {
 pub(crate) use nonzero_bit_id;
 
 /// Validates `raw` against `layout` and refuses 0.
-pub(crate) fn nonzero(layout: &crate::BitLayout, raw: u64) -> Result<std::num::NonZeroU64, crate::Error> {
+pub(crate) fn nonzero(
+    layout: &crate::BitLayout,
+    raw: u64,
+) -> Result<std::num::NonZeroU64, crate::Error> {
     layout.validate(raw)?;
     std::num::NonZeroU64::new(raw).ok_or_else(|| crate::Error::InvalidId {
         layout: layout.name().to_owned(),

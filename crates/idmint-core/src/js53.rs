@@ -86,7 +86,8 @@ impl Js53 {
     /// Width of the sequence field.
     pub const SEQUENCE_BITS: u32 = 7;
     /// The layout as data.
-    pub const LAYOUT: BitLayout = BitLayout::builtin("js53", Self::BITS, FIELDS, Self::EPOCH_MS, 1, false);
+    pub const LAYOUT: BitLayout =
+        BitLayout::builtin("js53", Self::BITS, FIELDS, Self::EPOCH_MS, 1, false);
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
     /// An example ID, for documentation and tests.
@@ -121,7 +122,11 @@ impl Js53 {
     /// ```
     pub fn into_parts(self) -> Js53Parts {
         let raw = self.to_raw();
-        Js53Parts { timestamp: FIELDS[0].get(raw), node: FIELDS[1].get(raw), sequence: FIELDS[2].get(raw) }
+        Js53Parts {
+            timestamp: FIELDS[0].get(raw),
+            node: FIELDS[1].get(raw),
+            sequence: FIELDS[2].get(raw),
+        }
     }
 
     /// The time the ID was issued in, in Unix ms.

@@ -4,7 +4,11 @@
 
 use std::{fmt, str::FromStr};
 
-use crate::{Error, Format, Generator, GeneratorConfig, generator::{PackKind, Packer, Plan}, id_impl::u64_id};
+use crate::{
+    Error, Format, Generator, GeneratorConfig,
+    generator::{PackKind, Packer, Plan},
+    id_impl::u64_id,
+};
 
 /// How a [`Lable`] ID stores its timestamp.
 ///
@@ -199,7 +203,8 @@ impl Lable {
     /// ```
     pub fn into_parts(self) -> LableParts {
         let raw = self.0;
-        let mode = if raw >> MODE_SHIFT & 1 == 1 { LableMode::TimeSequential } else { LableMode::Spread };
+        let mode =
+            if raw >> MODE_SHIFT & 1 == 1 { LableMode::TimeSequential } else { LableMode::Spread };
         let timestamp = match mode {
             LableMode::Spread => (raw >> TIMESTAMP_SHIFT << TIMESTAMP_SHIFT).reverse_bits(),
             LableMode::TimeSequential => raw >> TIMESTAMP_SHIFT,
@@ -207,7 +212,8 @@ impl Lable {
         LableParts {
             timestamp,
             sequence: raw >> SEQUENCE_SHIFT & mask(Self::SEQUENCE_BITS),
-            generator_id: (raw >> GENERATOR_HIGH_SHIFT & mask(GENERATOR_HIGH_BITS)) << GENERATOR_LOW_BITS
+            generator_id: (raw >> GENERATOR_HIGH_SHIFT & mask(GENERATOR_HIGH_BITS))
+                << GENERATOR_LOW_BITS
                 | (raw >> GENERATOR_LOW_SHIFT & mask(GENERATOR_LOW_BITS)),
             cluster_id: raw >> CLUSTER_SHIFT & mask(Self::CLUSTER_BITS),
             mode,
@@ -340,7 +346,12 @@ fn time_bits(timestamp: u64, mode: LableMode) -> u64 {
 /// The bits that are fixed per generator: generator ID (split), mode flag and cluster ID.
 fn fixed_bits(generator_id: u64, cluster_id: u64, mode: LableMode) -> Result<u64, Error> {
     if generator_id > mask(Lable::GENERATOR_BITS) {
-        return Err(Error::out_of_range("generator_id", generator_id, 0, mask(Lable::GENERATOR_BITS)));
+        return Err(Error::out_of_range(
+            "generator_id",
+            generator_id,
+            0,
+            mask(Lable::GENERATOR_BITS),
+        ));
     }
     if cluster_id > mask(Lable::CLUSTER_BITS) {
         return Err(Error::out_of_range("cluster_id", cluster_id, 0, mask(Lable::CLUSTER_BITS)));

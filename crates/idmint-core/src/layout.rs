@@ -5,11 +5,10 @@
 use std::fmt;
 
 use crate::{
-    BitLayout, Capacity, DecimalId, DecimalIdGenerator, DecimalIdParts,
-    Error, FieldRole, Flake, Format, Generator, GeneratorConfig, HotGuid, HotGuidBatch,
-    HotGuidGenerator, HotGuidParts, Icicle, Js53, Lable, LableMode, LableParts, Next, Snowflake, Sonyflake, TraceId,
-    bits::low_mask,
-    time_fmt::format_rfc3339_ms,
+    BitLayout, Capacity, DecimalId, DecimalIdGenerator, DecimalIdParts, Error, FieldRole, Flake,
+    Format, Generator, GeneratorConfig, HotGuid, HotGuidBatch, HotGuidGenerator, HotGuidParts,
+    Icicle, Js53, Lable, LableMode, LableParts, Next, Snowflake, Sonyflake, TraceId,
+    bits::low_mask, time_fmt::format_rfc3339_ms,
 };
 
 /// The value of one field, as given to `encode` or returned by `decode`.
@@ -228,15 +227,42 @@ const HOT_GUID_NAME: &str = "hot-guid";
 
 /// The built-in layouts, with a one-line description each.
 const BUILTINS: [(&str, &str); 9] = [
-    ("snowflake", "Twitter Snowflake: 41-bit ms since 2010-11-04, 5-bit datacenter, 5-bit worker, 12-bit sequence"),
-    ("sonyflake", "Sony Sonyflake: 39 bits of 10 ms since 2014-09-01, 8-bit sequence, 16-bit machine"),
-    ("icicle", "intenthq icicle: 41-bit ms since 2016-02-18, 10-bit logical shard, 12-bit sequence"),
-    ("flake", "go-flakeid: 42-bit ms since a chosen epoch (default Unix), 5-bit datacenter, 5-bit worker, 12-bit counter; uses bit 63"),
-    ("lable", "LableOrg: 42-bit ms (bit-reversed in spread mode), 6-bit sequence, 11-bit generator, mode flag, 4-bit cluster; uses bit 63"),
-    ("trace-id", "elfo TraceId: 25-bit seconds (wraps every 388 days), 16-bit node, 12-bit chunk, 10-bit counter"),
-    ("decimal-id", "DecimalId: counter*10^10 + generator_id*10^5 + launch_id, readable in decimal, no clock"),
-    ("hot-guid", "HotGuid (128-bit): .NET Guid of seconds, process, 24-bit counter and a 32-bit shard key"),
-    ("js53", "idmint js53: 40-bit ms since 2026-01-01, 6-bit node, 7-bit sequence; every id below 2^53"),
+    (
+        "snowflake",
+        "Twitter Snowflake: 41-bit ms since 2010-11-04, 5-bit datacenter, 5-bit worker, 12-bit sequence",
+    ),
+    (
+        "sonyflake",
+        "Sony Sonyflake: 39 bits of 10 ms since 2014-09-01, 8-bit sequence, 16-bit machine",
+    ),
+    (
+        "icicle",
+        "intenthq icicle: 41-bit ms since 2016-02-18, 10-bit logical shard, 12-bit sequence",
+    ),
+    (
+        "flake",
+        "go-flakeid: 42-bit ms since a chosen epoch (default Unix), 5-bit datacenter, 5-bit worker, 12-bit counter; uses bit 63",
+    ),
+    (
+        "lable",
+        "LableOrg: 42-bit ms (bit-reversed in spread mode), 6-bit sequence, 11-bit generator, mode flag, 4-bit cluster; uses bit 63",
+    ),
+    (
+        "trace-id",
+        "elfo TraceId: 25-bit seconds (wraps every 388 days), 16-bit node, 12-bit chunk, 10-bit counter",
+    ),
+    (
+        "decimal-id",
+        "DecimalId: counter*10^10 + generator_id*10^5 + launch_id, readable in decimal, no clock",
+    ),
+    (
+        "hot-guid",
+        "HotGuid (128-bit): .NET Guid of seconds, process, 24-bit counter and a 32-bit shard key",
+    ),
+    (
+        "js53",
+        "idmint js53: 40-bit ms since 2026-01-01, 6-bit node, 7-bit sequence; every id below 2^53",
+    ),
 ];
 
 impl Layout {
@@ -451,14 +477,44 @@ impl Layout {
                 .map(|f| number(f.name(), f.width(), f.min(), f.max(), f.role()))
                 .collect(),
             Kind::Lable => vec![
-                number("timestamp", Lable::TIMESTAMP_BITS, 0, Lable::MAX_TIMESTAMP, FieldRole::Time),
-                number("sequence", Lable::SEQUENCE_BITS, 0, low_mask(Lable::SEQUENCE_BITS), FieldRole::Sequence),
-                number("generator_id", Lable::GENERATOR_BITS, 0, low_mask(Lable::GENERATOR_BITS), FieldRole::Node),
-                number("cluster_id", Lable::CLUSTER_BITS, 0, low_mask(Lable::CLUSTER_BITS), FieldRole::Node),
+                number(
+                    "timestamp",
+                    Lable::TIMESTAMP_BITS,
+                    0,
+                    Lable::MAX_TIMESTAMP,
+                    FieldRole::Time,
+                ),
+                number(
+                    "sequence",
+                    Lable::SEQUENCE_BITS,
+                    0,
+                    low_mask(Lable::SEQUENCE_BITS),
+                    FieldRole::Sequence,
+                ),
+                number(
+                    "generator_id",
+                    Lable::GENERATOR_BITS,
+                    0,
+                    low_mask(Lable::GENERATOR_BITS),
+                    FieldRole::Node,
+                ),
+                number(
+                    "cluster_id",
+                    Lable::CLUSTER_BITS,
+                    0,
+                    low_mask(Lable::CLUSTER_BITS),
+                    FieldRole::Node,
+                ),
                 text("mode", 1, FieldRole::Node, "`spread` or `time-sequential`"),
             ],
             Kind::DecimalId => vec![
-                number("counter", 30, DecimalId::MIN_COUNTER, DecimalId::MAX_COUNTER, FieldRole::Sequence),
+                number(
+                    "counter",
+                    30,
+                    DecimalId::MIN_COUNTER,
+                    DecimalId::MAX_COUNTER,
+                    FieldRole::Sequence,
+                ),
                 number("generator_id", 17, 0, DecimalId::MAX_GENERATOR_ID, FieldRole::Node),
                 number("launch_id", 17, 0, DecimalId::MAX_LAUNCH_ID, FieldRole::Node),
             ],
@@ -709,7 +765,11 @@ impl Layout {
             }
             (_, id) => Err(Error::InvalidId {
                 layout: self.name().to_owned(),
-                reason: if id.bits() == 64 { "a 64-bit value is not a 128-bit id" } else { "a 128-bit value is not a 64-bit id" },
+                reason: if id.bits() == 64 {
+                    "a 64-bit value is not a 128-bit id"
+                } else {
+                    "a 128-bit value is not a 64-bit id"
+                },
             }),
         }
     }
@@ -780,14 +840,16 @@ impl Layout {
     pub fn time_ms(&self, id: AnyId, now_ms: u64) -> Result<Option<u64>, Error> {
         self.decode(id)?;
         Ok(match (&self.kind, id) {
-            (Kind::Bits(bits), AnyId::U64(raw)) => bits
-                .field_with_role(FieldRole::Time)
-                .and_then(|f| bits.time_of_tick(f.get(raw))),
+            (Kind::Bits(bits), AnyId::U64(raw)) => {
+                bits.field_with_role(FieldRole::Time).and_then(|f| bits.time_of_tick(f.get(raw)))
+            }
             (Kind::TraceId, AnyId::U64(raw)) => {
                 TraceId::from_raw(raw)?.unix_secs_near(now_ms).checked_mul(1000)
             }
             (Kind::Lable, AnyId::U64(raw)) => Some(Lable::from_raw(raw)?.into_parts().timestamp),
-            (Kind::HotGuid, AnyId::U128(v)) => Some(u64::from(HotGuid::from_u128(v).unix_timestamp()) * 1000),
+            (Kind::HotGuid, AnyId::U128(v)) => {
+                Some(u64::from(HotGuid::from_u128(v).unix_timestamp()) * 1000)
+            }
             _ => None,
         })
     }
@@ -844,7 +906,11 @@ impl Layout {
                     None => LableMode::default(),
                 };
                 AnyInner::U64(Generator::from_plan(
-                    Lable::plan(values.number_or("generator_id", 0)?, values.number_or("cluster_id", 0)?, mode)?,
+                    Lable::plan(
+                        values.number_or("generator_id", 0)?,
+                        values.number_or("cluster_id", 0)?,
+                        mode,
+                    )?,
                     config,
                 )?)
             }
@@ -911,11 +977,19 @@ impl<'a> FieldReader<'a> {
                 return Err(Error::UnknownField {
                     layout: layout.name().to_owned(),
                     field: name.clone(),
-                    expected: fields.iter().filter(|f| allowed(f)).map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "),
+                    expected: fields
+                        .iter()
+                        .filter(|f| allowed(f))
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 });
             }
             if given[..i].iter().any(|(other, _)| other == name) {
-                return Err(Error::InvalidFieldValue { field: name.clone(), reason: "given twice".into() });
+                return Err(Error::InvalidFieldValue {
+                    field: name.clone(),
+                    reason: "given twice".into(),
+                });
             }
         }
         Ok(FieldReader { layout, values: given.to_vec() })
@@ -1024,12 +1098,16 @@ impl AnyGenerator {
     /// ```
     pub fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
         Ok(match &self.inner {
-            AnyInner::U64(g) => g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::U64(b) }),
+            AnyInner::U64(g) => {
+                g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::U64(b) })
+            }
             AnyInner::DecimalId(g) => {
                 let ids: Vec<u64> = g.next_batch(n)?.map(DecimalId::to_raw).collect();
                 Next::Ready(AnyBatch { inner: BatchInner::List(ids.into_iter()) })
             }
-            AnyInner::HotGuid(g) => g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::HotGuid(b) }),
+            AnyInner::HotGuid(g) => {
+                g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::HotGuid(b) })
+            }
         })
     }
 

@@ -49,7 +49,12 @@ pub(crate) struct Sequencer {
 impl Sequencer {
     /// A sequencer whose first pair is above `(start_tick, *)`, or any pair if `start_tick` is
     /// `None`. The pair (0, 0) is never issued, which keeps an all-zero ID out of every layout.
-    pub(crate) fn new(seq_bits: u32, seq_limit: u64, timing: Timing, start_after_tick: Option<u64>) -> Self {
+    pub(crate) fn new(
+        seq_bits: u32,
+        seq_limit: u64,
+        timing: Timing,
+        start_after_tick: Option<u64>,
+    ) -> Self {
         debug_assert!(seq_limit >= 1 && seq_limit <= 1 << seq_bits);
         let state = match start_after_tick {
             Some(tick) => tick << seq_bits | (seq_limit - 1),
@@ -75,10 +80,9 @@ impl Sequencer {
     /// The tick of a clock reading.
     #[inline]
     pub(crate) fn tick_of(&self, now_ms: u64) -> Result<u64, Error> {
-        let since = now_ms.checked_sub(self.timing.epoch_ms).ok_or(Error::BeforeEpoch {
-            now_ms,
-            epoch_ms: self.timing.epoch_ms,
-        })?;
+        let since = now_ms
+            .checked_sub(self.timing.epoch_ms)
+            .ok_or(Error::BeforeEpoch { now_ms, epoch_ms: self.timing.epoch_ms })?;
         Ok(if self.timing.tick_ms == 1 { since } else { since / self.timing.tick_ms })
     }
 
@@ -112,7 +116,8 @@ impl Sequencer {
                 Step::Go(first) => first,
                 Step::WaitUntil(until_ms) => return Ok(Next::Wait { until_ms }),
             };
-            match self.state.compare_exchange_weak(last, first, Ordering::AcqRel, Ordering::Relaxed) {
+            match self.state.compare_exchange_weak(last, first, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return Ok(Next::Ready(first)),
                 Err(actual) => last = actual,
             }
@@ -134,7 +139,8 @@ impl Sequencer {
                 Step::WaitUntil(until_ms) => return Ok(Next::Wait { until_ms }),
             };
             let last_tick = last >> self.seq_bits;
-            let limit_tick = last_tick.max(now_tick.saturating_add(self.timing.borrow_ticks)).min(ceiling);
+            let limit_tick =
+                last_tick.max(now_tick.saturating_add(self.timing.borrow_ticks)).min(ceiling);
             let (first_tick, first_seq) = self.split(first);
             // Pairs from `first` to the end of `limit_tick`, inclusive.
             let available = (limit_tick - first_tick)
@@ -192,7 +198,9 @@ impl Sequencer {
     #[cold]
     fn above_ceiling(&self, ceiling: u64) -> Error {
         if ceiling >= self.timing.max_tick {
-            Error::TimeExhausted { last_ms: self.time_of(self.timing.max_tick + 1).saturating_sub(1) }
+            Error::TimeExhausted {
+                last_ms: self.time_of(self.timing.max_tick + 1).saturating_sub(1),
+            }
         } else {
             Error::WindowExhausted { ceiling_ms: self.time_of(ceiling + 1).saturating_sub(1) }
         }
@@ -214,6 +222,6 @@ impl Sequencer {
     pub(crate) fn advance(&self, pair: u64, k: u64) -> u64 {
         let (tick, seq) = self.split(pair);
         let seq = seq + k;
-        (tick + seq / self.seq_limit) << self.seq_bits | seq % self.seq_limit
+        ((tick + seq / self.seq_limit) << self.seq_bits) | (seq % self.seq_limit)
     }
 }

@@ -4,7 +4,8 @@
 use std::num::NonZeroU64;
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig, id_impl::nonzero_bit_id,
+    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
+    id_impl::nonzero_bit_id,
 };
 
 /// A Twitter Snowflake ID.
@@ -87,7 +88,8 @@ impl Snowflake {
     /// Width of the sequence field.
     pub const SEQUENCE_BITS: u32 = 12;
     /// The layout as data, for `explain`, custom generators and the dynamic API.
-    pub const LAYOUT: BitLayout = BitLayout::builtin("snowflake", 63, FIELDS, Self::EPOCH_MS, 1, false);
+    pub const LAYOUT: BitLayout =
+        BitLayout::builtin("snowflake", 63, FIELDS, Self::EPOCH_MS, 1, false);
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
     /// An example ID, for documentation and tests.
@@ -110,8 +112,12 @@ impl Snowflake {
     /// assert!(Snowflake::from_parts(SnowflakeParts { worker: 32, ..parts }).is_err());
     /// ```
     pub fn from_parts(parts: SnowflakeParts) -> Result<Self, Error> {
-        let raw =
-            Self::LAYOUT.pack(&[parts.timestamp, parts.datacenter, parts.worker, parts.sequence])?;
+        let raw = Self::LAYOUT.pack(&[
+            parts.timestamp,
+            parts.datacenter,
+            parts.worker,
+            parts.sequence,
+        ])?;
         Self::from_raw(raw)
     }
 

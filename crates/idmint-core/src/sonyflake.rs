@@ -151,7 +151,10 @@ impl Sonyflake {
     /// assert_eq!(id.into_parts().timestamp, 2);
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    pub fn generator(machine: u64, config: &GeneratorConfig) -> Result<Generator<Sonyflake>, Error> {
+    pub fn generator(
+        machine: u64,
+        config: &GeneratorConfig,
+    ) -> Result<Generator<Sonyflake>, Error> {
         let node = Self::LAYOUT.node_bits(&[("machine", machine)])?;
         Generator::from_plan(Self::LAYOUT.plan(node)?, config)
     }

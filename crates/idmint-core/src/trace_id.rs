@@ -95,7 +95,8 @@ impl TraceId {
     /// Width of the counter field.
     pub const COUNTER_BITS: u32 = 10;
     /// The layout as data (a wrapping time field in 1-second ticks).
-    pub const LAYOUT: BitLayout = BitLayout::builtin("trace-id", 63, FIELDS, 0, MS_PER_SECOND, true);
+    pub const LAYOUT: BitLayout =
+        BitLayout::builtin("trace-id", 63, FIELDS, 0, MS_PER_SECOND, true);
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
     /// An example ID (from elfo's tests), for documentation and tests.
@@ -116,7 +117,8 @@ impl TraceId {
     /// assert!(TraceId::from_parts(parts).is_err());
     /// ```
     pub fn from_parts(parts: TraceIdParts) -> Result<Self, Error> {
-        let raw = Self::LAYOUT.pack(&[parts.timestamp, parts.node_no, parts.chunk_no, parts.counter])?;
+        let raw =
+            Self::LAYOUT.pack(&[parts.timestamp, parts.node_no, parts.chunk_no, parts.counter])?;
         Self::from_raw(raw)
     }
 
@@ -452,7 +454,8 @@ impl ChunkedTraceIdGenerator {
                 secs
             }
         };
-        let raw = secs << TIMESTAMP_SHIFT | self.node_bits | self.chunk_no << CHUNK_SHIFT | self.counter;
+        let raw =
+            secs << TIMESTAMP_SHIFT | self.node_bits | self.chunk_no << CHUNK_SHIFT | self.counter;
         TraceId(crate::id_impl::generated_nonzero(raw))
     }
 }
