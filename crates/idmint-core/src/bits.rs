@@ -255,7 +255,8 @@ impl BitLayout {
     }
 
     /// Checks that `raw` is a value this layout can produce: no bits above its width (bit 63
-    /// clear in a 63-bit layout), and every field within its range.
+    /// clear in a 63-bit layout), not 0 in a layout narrower than 64 bits (whose IDs are
+    /// 1..=2^63−1), and every field within its range.
     ///
     /// # Errors
     ///
@@ -268,6 +269,12 @@ impl BitLayout {
             return Err(Error::InvalidId {
                 layout: self.name.to_string(),
                 reason: "the value has bits set above the layout's width",
+            });
+        }
+        if self.bits < 64 && raw == 0 {
+            return Err(Error::InvalidId {
+                layout: self.name.to_string(),
+                reason: "0 is not an id; ids start at 1",
             });
         }
         for field in self.fields.iter() {
@@ -530,16 +537,20 @@ impl TryFrom<LayoutConfig> for BitLayout {
             (None, Some(ms)) => ms,
             (None, None) => return bad("an epoch is required (`epoch` or `epoch_ms`)".into()),
         };
-        let total: u32 = config.fields.iter().map(|f| f.bits).sum();
-        if total != config.bits {
+        // Summed as u64: arbitrary u32 widths must not overflow.
+        let total: u64 = config.fields.iter().map(|f| u64::from(f.bits)).sum();
+        if total != u64::from(config.bits) {
             return bad(format!("field widths add up to {total} bits, expected {}", config.bits));
         }
         let mut fields = Vec::with_capacity(config.fields.len());
         let mut shift = config.bits;
         for field in &config.fields {
-            if field.name.is_empty() || !field.name.chars().all(is_name_char) {
+            if field.name.is_empty()
+                || field.name.len() > 32
+                || !field.name.chars().all(is_name_char)
+            {
                 return bad(format!(
-                    "field name `{}` must be non-empty, of a-z, 0-9, `-` or `_`",
+                    "field name `{}` must be 1 to 32 characters of a-z, 0-9, `-` or `_`",
                     field.name
                 ));
             }

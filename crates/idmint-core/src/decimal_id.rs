@@ -286,15 +286,9 @@ impl DecimalIdGenerator {
     /// assert!(generator.next_batch(3).is_err());
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    pub fn next_batch(
-        &self,
-        n: u64,
-    ) -> Result<impl ExactSizeIterator<Item = DecimalId> + use<>, Error> {
+    pub fn next_batch(&self, n: u64) -> Result<DecimalIdBatch, Error> {
         let (first, count) = self.reserve(n)?;
-        let (first, count) = (first.to_raw(), usize::try_from(count).unwrap_or(usize::MAX));
-        Ok((0..count).map(move |i| {
-            DecimalId::from_generated_raw(first + i as u64 * DecimalId::COUNTER_WEIGHT)
-        }))
+        Ok(DecimalIdBatch { next: first.to_raw(), remaining: count })
     }
 
     /// How many counter values are left.
@@ -330,3 +324,45 @@ impl DecimalIdGenerator {
         Ok((DecimalId::from_generated_raw(self.base + start * DecimalId::COUNTER_WEIGHT), count))
     }
 }
+
+/// Consecutive DecimalIds reserved by [`DecimalIdGenerator::next_batch`], in increasing order.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::DecimalIdGenerator;
+///
+/// let generator = DecimalIdGenerator::new(7, 1)?;
+/// let mut batch = generator.next_batch(2)?;
+/// assert_eq!(batch.len(), 2);
+/// assert_eq!(batch.next().map(|id| id.into_parts().counter), Some(1));
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct DecimalIdBatch {
+    next: u64,
+    remaining: u64,
+}
+
+impl Iterator for DecimalIdBatch {
+    type Item = DecimalId;
+
+    fn next(&mut self) -> Option<DecimalId> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let id = DecimalId::from_generated_raw(self.next);
+        self.remaining -= 1;
+        // After the batch's last ID this value is never used, so saturating is harmless.
+        self.next = self.next.saturating_add(DecimalId::COUNTER_WEIGHT);
+        Some(id)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for DecimalIdBatch {}
+impl std::iter::FusedIterator for DecimalIdBatch {}

@@ -108,7 +108,7 @@ pub enum Error {
         /// Why the value is not valid.
         reason: &'static str,
     },
-    /// A custom layout or a generator configuration is not valid.
+    /// A custom layout is not valid, or a layout cannot be used as asked.
     #[error("invalid layout: {0}")]
     InvalidLayout(String),
     /// A generator configuration is not valid.

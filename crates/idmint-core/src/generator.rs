@@ -528,3 +528,4 @@ impl<I: GeneratedId> Iterator for Batch<I> {
 }
 
 impl<I: GeneratedId> ExactSizeIterator for Batch<I> {}
+impl<I: GeneratedId> std::iter::FusedIterator for Batch<I> {}

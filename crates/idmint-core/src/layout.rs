@@ -5,9 +5,9 @@
 use std::fmt;
 
 use crate::{
-    BitLayout, Capacity, DecimalId, DecimalIdGenerator, DecimalIdParts, Error, FieldRole, Flake,
-    Format, Generator, GeneratorConfig, HotGuid, HotGuidBatch, HotGuidGenerator, HotGuidParts,
-    Icicle, Js53, Lable, LableMode, LableParts, Next, Snowflake, Sonyflake, TraceId,
+    BitLayout, Capacity, DecimalId, DecimalIdBatch, DecimalIdGenerator, DecimalIdParts, Error,
+    FieldRole, Flake, Format, Generator, GeneratorConfig, HotGuid, HotGuidBatch, HotGuidGenerator,
+    HotGuidParts, Icicle, Js53, Lable, LableMode, LableParts, Next, Snowflake, Sonyflake, TraceId,
     bits::low_mask, time_fmt::format_rfc3339_ms,
 };
 
@@ -372,7 +372,9 @@ impl Layout {
         }
     }
 
-    /// The epoch of the time field in Unix ms, if the layout has one.
+    /// The epoch of the time field in Unix ms, if the layout has one. It is fixed (0, the Unix
+    /// epoch) for `lable`, `trace-id` and `hot-guid`, whose [`with_epoch`](Self::with_epoch)
+    /// refuses another.
     ///
     /// # Example
     ///
@@ -587,7 +589,15 @@ impl Layout {
     pub fn capacity(&self) -> Capacity {
         match &self.kind {
             Kind::Bits(bits) => bits.capacity(),
-            Kind::TraceId => TraceId::LAYOUT.capacity(),
+            Kind::TraceId => {
+                // Chunk number and counter together are the sequence: 4,096 × 1,023 per second.
+                let per_second = TraceId::IDS_PER_SECOND;
+                Capacity {
+                    ids_per_tick: per_second,
+                    ids_per_second_per_generator: per_second,
+                    ..TraceId::LAYOUT.capacity()
+                }
+            }
             Kind::Lable => {
                 let end_ms = Lable::MAX_TIMESTAMP + 1;
                 Capacity {
@@ -657,7 +667,7 @@ impl Layout {
                     .iter()
                     .map(|f| values.number(f.name()))
                     .collect::<Result<Vec<_>, _>>()?;
-                bits.pack(&numbers).map(AnyId::U64)?
+                AnyId::U64(bits.validate(bits.pack(&numbers)?)?)
             }
             Kind::TraceId => {
                 let numbers = TraceId::LAYOUT
@@ -687,15 +697,17 @@ impl Layout {
                 .to_raw(),
             ),
             Kind::HotGuid => {
-                let narrow = |field: &str, value: u64| {
+                let narrow = |field: &str, value: u64, max: u32| {
                     u32::try_from(value)
-                        .map_err(|_| Error::out_of_range(field, value, 0, u64::from(u32::MAX)))
+                        .ok()
+                        .filter(|&v| v <= max)
+                        .ok_or_else(|| Error::out_of_range(field, value, 0, u64::from(max)))
                 };
                 let parts = HotGuidParts {
-                    timestamp: narrow("timestamp", values.number("timestamp")?)?,
+                    timestamp: narrow("timestamp", values.number("timestamp")?, u32::MAX)?,
                     process: parse_process(&values.text("process")?)?,
-                    counter: narrow("counter", values.number("counter")?)?,
-                    shard_key: narrow("shard_key", values.number("shard_key")?)?,
+                    counter: narrow("counter", values.number("counter")?, HotGuid::COUNTER_MAX)?,
+                    shard_key: narrow("shard_key", values.number("shard_key")?, u32::MAX)?,
                 };
                 AnyId::U128(HotGuid::from_parts(parts)?.as_u128())
             }
@@ -973,6 +985,20 @@ impl<'a> FieldReader<'a> {
     ) -> Result<Self, Error> {
         let fields = layout.fields();
         for (i, (name, _)) in given.iter().enumerate() {
+            if fields.iter().any(|f| f.name == *name && !allowed(f)) {
+                return Err(Error::InvalidFieldValue {
+                    field: name.clone(),
+                    reason: format!(
+                        "it is set by the generator; the fields that can be given are: {}",
+                        fields
+                            .iter()
+                            .filter(|f| allowed(f))
+                            .map(|f| f.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
             if !fields.iter().any(|f| f.name == *name && allowed(f)) {
                 return Err(Error::UnknownField {
                     layout: layout.name().to_owned(),
@@ -1102,8 +1128,7 @@ impl AnyGenerator {
                 g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::U64(b) })
             }
             AnyInner::DecimalId(g) => {
-                let ids: Vec<u64> = g.next_batch(n)?.map(DecimalId::to_raw).collect();
-                Next::Ready(AnyBatch { inner: BatchInner::List(ids.into_iter()) })
+                Next::Ready(AnyBatch { inner: BatchInner::DecimalId(g.next_batch(n)?) })
             }
             AnyInner::HotGuid(g) => {
                 g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::HotGuid(b) })
@@ -1162,7 +1187,7 @@ impl AnyGenerator {
 enum BatchInner {
     U64(crate::Batch<u64>),
     HotGuid(HotGuidBatch),
-    List(std::vec::IntoIter<u64>),
+    DecimalId(DecimalIdBatch),
 }
 
 /// A batch from [`AnyGenerator::next_batch`]: IDs in increasing order.
@@ -1190,7 +1215,7 @@ impl Iterator for AnyBatch {
         match &mut self.inner {
             BatchInner::U64(b) => b.next().map(AnyId::U64),
             BatchInner::HotGuid(b) => b.next().map(|id| AnyId::U128(id.as_u128())),
-            BatchInner::List(b) => b.next().map(AnyId::U64),
+            BatchInner::DecimalId(b) => b.next().map(|id| AnyId::U64(id.to_raw())),
         }
     }
 
@@ -1198,9 +1223,10 @@ impl Iterator for AnyBatch {
         match &self.inner {
             BatchInner::U64(b) => b.size_hint(),
             BatchInner::HotGuid(b) => b.size_hint(),
-            BatchInner::List(b) => b.size_hint(),
+            BatchInner::DecimalId(b) => b.size_hint(),
         }
     }
 }
 
 impl ExactSizeIterator for AnyBatch {}
+impl std::iter::FusedIterator for AnyBatch {}

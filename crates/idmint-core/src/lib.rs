@@ -82,7 +82,7 @@ pub use crate::clock::ManualClock;
 pub use crate::{
     bits::{BitField, BitLayout, Capacity, FieldConfig, FieldRole, LayoutConfig},
     clock::{Anchor, Clock, SystemClock},
-    decimal_id::{DecimalId, DecimalIdGenerator, DecimalIdParts},
+    decimal_id::{DecimalId, DecimalIdBatch, DecimalIdGenerator, DecimalIdParts},
     error::Error,
     flake::{Flake, FlakeParts},
     format::Format,

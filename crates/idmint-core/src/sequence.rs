@@ -172,6 +172,10 @@ impl Sequencer {
             }
             if (last & self.seq_mask()) + 1 < self.seq_limit {
                 last + 1
+            } else if last_tick >= ceiling {
+                // Checked before shifting: at the state word's last tick the shift would wrap
+                // to tick 0 and reissue IDs.
+                return Err(self.above_ceiling(ceiling));
             } else {
                 (last_tick + 1) << self.seq_bits
             }

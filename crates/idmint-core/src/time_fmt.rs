@@ -46,10 +46,11 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     if b[13] != b':' || b[16] != b':' {
         return Err(expect.into());
     }
+    // Bytes, not `&text[range]`: a multi-byte character may straddle the range's end.
     let num = |range: std::ops::Range<usize>| -> Result<u64, String> {
-        let part = &text[range];
-        if part.bytes().all(|c| c.is_ascii_digit()) {
-            part.parse::<u64>().map_err(|_| expect.to_string())
+        let part = &b[range];
+        if part.iter().all(u8::is_ascii_digit) {
+            Ok(part.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
         } else {
             Err(expect.into())
         }

@@ -94,6 +94,8 @@ impl TraceId {
     pub const CHUNK_BITS: u32 = 12;
     /// Width of the counter field.
     pub const COUNTER_BITS: u32 = 10;
+    /// How many IDs one node can issue per second: 4,096 chunks of 1,023 counters.
+    pub const IDS_PER_SECOND: u64 = CHUNKS * COUNTERS_PER_CHUNK;
     /// The layout as data (a wrapping time field in 1-second ticks).
     pub const LAYOUT: BitLayout =
         BitLayout::builtin("trace-id", 63, FIELDS, 0, MS_PER_SECOND, true);
@@ -240,7 +242,7 @@ impl TraceId {
             tick_ms: MS_PER_SECOND,
             time_bits: Self::TIMESTAMP_BITS,
             time_wraps: true,
-            seq_limit: CHUNKS * COUNTERS_PER_CHUNK,
+            seq_limit: Self::IDS_PER_SECOND,
             packer: Packer { kind: PackKind::TraceId, node_bits, seq_bits: BOTTOM_BITS },
         })
     }
