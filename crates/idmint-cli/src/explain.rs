@@ -191,13 +191,13 @@ fn write_capacity(capacity: &Capacity, now_ms: u64, out: &mut impl Write) -> any
 
 /// A tick length: `1 ms`, `10 ms`, `1 s`.
 fn tick(tick_ms: u64) -> String {
-    if tick_ms % 1000 == 0 { format!("{} s", tick_ms / 1000) } else { format!("{tick_ms} ms") }
+    if tick_ms.is_multiple_of(1000) { format!("{} s", tick_ms / 1000) } else { format!("{tick_ms} ms") }
 }
 
 /// A wrap period: `2^25 s (about 388 days)` when it is a power of two seconds.
 fn wrap_period(wrap_ms: u64) -> String {
     let about = duration(wrap_ms);
-    if wrap_ms % 1000 == 0 && (wrap_ms / 1000).is_power_of_two() {
+    if wrap_ms.is_multiple_of(1000) && (wrap_ms / 1000).is_power_of_two() {
         format!("2^{} s (about {about})", (wrap_ms / 1000).trailing_zeros())
     } else {
         format!("{} (about {about})", tick(wrap_ms))
@@ -222,7 +222,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() * 4 / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

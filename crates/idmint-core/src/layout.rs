@@ -866,6 +866,117 @@ impl Layout {
         })
     }
 
+    /// A text that identifies the layout's bits and time: its name, width, epoch, tick and
+    /// fields. A stored high-water mark is only valid for the same fingerprint.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Layout;
+    ///
+    /// let snowflake = Layout::builtin("snowflake")?;
+    /// assert_ne!(snowflake.fingerprint(), snowflake.with_epoch(0)?.fingerprint());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn fingerprint(&self) -> String {
+        let bits = |b: &BitLayout| {
+            let fields: Vec<String> = b
+                .fields()
+                .iter()
+                .map(|f| format!("{}:{}:{:?}", f.name(), f.width(), f.role()).to_lowercase())
+                .collect();
+            format!(
+                "{}/{}b/epoch={}/tick={}/{}",
+                b.name(),
+                b.bits(),
+                b.epoch_ms(),
+                b.tick_ms(),
+                fields.join(",")
+            )
+        };
+        match &self.kind {
+            Kind::Bits(b) => bits(b),
+            Kind::TraceId => bits(&TraceId::LAYOUT),
+            Kind::Lable => "lable/64b/epoch=0/tick=1/v4.1".to_owned(),
+            Kind::DecimalId => "decimal-id/63b/counter*10^10+generator*10^5+launch".to_owned(),
+            Kind::HotGuid => "hot-guid/128b/epoch=0/tick=1000".to_owned(),
+        }
+    }
+
+    /// How many generators can run at once: the number of distinct generator identities, each
+    /// a value of the layout's node fields (see [`identity`](Self::identity)).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Layout;
+    ///
+    /// assert_eq!(Layout::builtin("snowflake")?.generator_count(), 1024);
+    /// assert_eq!(Layout::builtin("icicle")?.generator_count(), 1023);
+    /// assert_eq!(Layout::builtin("lable")?.generator_count(), 2048 * 16);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn generator_count(&self) -> u64 {
+        match &self.kind {
+            Kind::Bits(b) if is_icicle(b) => (1 << Icicle::SHARD_BITS) - 1,
+            Kind::Bits(b) => node_span(b),
+            Kind::TraceId => node_span(&TraceId::LAYOUT),
+            Kind::Lable => 1 << (Lable::GENERATOR_BITS + Lable::CLUSTER_BITS),
+            Kind::DecimalId => DecimalId::MAX_GENERATOR_ID + 1,
+            Kind::HotGuid => 1 << PROCESS_BITS,
+        }
+    }
+
+    /// The node-field values of generator identity `generator_id` (in `0..generator_count()`),
+    /// so that a coordinator can hand out plain integers:
+    ///
+    /// - bit layouts: the node fields read as one number, most significant first (Snowflake:
+    ///   `datacenter·32 + worker`); icicle: `shard = generator_id + 1`, since shard 0 is refused;
+    /// - `lable`: `cluster_id·2048 + generator_id`, LableOrg's claim order (cluster, then
+    ///   generator ID ascending);
+    /// - `decimal-id`: the `generator_id` field;
+    /// - `hot-guid`: the 5 `process` bytes, big-endian.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] when `generator_id` is not below
+    /// [`generator_count`](Self::generator_count).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{FieldValue, Layout};
+    ///
+    /// let fields = Layout::builtin("snowflake")?.identity(33)?;
+    /// assert_eq!(fields, vec![
+    ///     ("datacenter".to_string(), FieldValue::Number(1)),
+    ///     ("worker".to_string(), FieldValue::Number(1)),
+    /// ]);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn identity(&self, generator_id: u64) -> Result<Vec<(String, FieldValue)>, Error> {
+        let count = self.generator_count();
+        if generator_id >= count {
+            return Err(Error::out_of_range("generator id", generator_id, 0, count - 1));
+        }
+        let num = |name: &str, value: u64| (name.to_owned(), FieldValue::Number(value));
+        Ok(match &self.kind {
+            Kind::Bits(b) if is_icicle(b) => vec![num("shard", generator_id + 1)],
+            Kind::Bits(b) => split_node(b, generator_id),
+            Kind::TraceId => split_node(&TraceId::LAYOUT, generator_id),
+            Kind::Lable => vec![
+                num("generator_id", generator_id % (1 << Lable::GENERATOR_BITS)),
+                num("cluster_id", generator_id >> Lable::GENERATOR_BITS),
+            ],
+            Kind::DecimalId => vec![num("generator_id", generator_id)],
+            Kind::HotGuid => {
+                let bytes = &generator_id.to_be_bytes()[8 - PROCESS_BITS as usize / 8..];
+                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                vec![("process".to_owned(), FieldValue::Text(hex))]
+            }
+        })
+    }
+
     /// A generator for this layout with the given node fields (datacenter, worker, shard,
     /// generator ID, ...). Node fields that are not given take their smallest value.
     ///
@@ -896,7 +1007,7 @@ impl Layout {
         let inner = match &self.kind {
             Kind::Bits(bits) => {
                 // icicle's client refuses shard 0, so an icicle generator starts at shard 1.
-                let icicle = bits.name() == "icicle" && bits.fields() == Icicle::LAYOUT.fields();
+                let icicle = is_icicle(bits);
                 let min = if icicle { Icicle::MIN_GENERATOR_SHARD } else { 0 };
                 let mut named = Vec::new();
                 for f in bits.fields().iter().filter(|f| f.role() == FieldRole::Node) {
@@ -943,6 +1054,39 @@ impl Layout {
         };
         Ok(AnyGenerator { inner })
     }
+}
+
+/// Width of HotGuid's `process` field: 5 bytes.
+const PROCESS_BITS: u32 = 40;
+
+/// Whether a bit layout is icicle's (whose generators refuse shard 0).
+fn is_icicle(bits: &BitLayout) -> bool {
+    bits.name() == "icicle" && bits.fields() == Icicle::LAYOUT.fields()
+}
+
+/// How many values the node fields of a bit layout take together.
+fn node_span(bits: &BitLayout) -> u64 {
+    bits.fields()
+        .iter()
+        .filter(|f| f.role() == FieldRole::Node)
+        .fold(1u64, |acc, f| acc.saturating_mul(1u64.checked_shl(f.width()).unwrap_or(u64::MAX)))
+}
+
+/// The node fields of a bit layout for one generator identity, most significant first.
+fn split_node(bits: &BitLayout, mut generator_id: u64) -> Vec<(String, FieldValue)> {
+    let mut out: Vec<(String, FieldValue)> = bits
+        .fields()
+        .iter()
+        .rev()
+        .filter(|f| f.role() == FieldRole::Node)
+        .map(|f| {
+            let value = generator_id & f.max();
+            generator_id = generator_id.checked_shr(f.width()).unwrap_or(0);
+            (f.name().to_owned(), FieldValue::Number(value))
+        })
+        .collect();
+    out.reverse();
+    out
 }
 
 /// HotGuid's `process` field: 10 hex digits.
