@@ -102,15 +102,17 @@ impl Clock for ManualClock {
 ///
 /// Give it a floor (for example one millisecond past a persisted high-water mark) and feed it
 /// pairs of readings: the wall clock and a monotonic clock (such as `Instant`, in ms since any
-/// fixed point). It returns `max(wall, floor + monotonic time elapsed since the floor was set)`,
-/// and re-anchors whenever the wall clock gets ahead, so:
+/// fixed point). Logical time is `monotonic + offset`, where the offset starts at
+/// `max(floor, wall) − monotonic` and only ever grows, to `wall − monotonic` whenever the wall
+/// clock is ahead. So:
 ///
-/// - a backward wall-clock step is invisible (logical time keeps following the monotonic clock);
+/// - a backward wall-clock step is invisible: logical time keeps following the monotonic clock;
 /// - a forward step is followed;
 /// - after a restart with the wall clock behind the high-water mark, time runs at the normal rate
 ///   from just above the mark, and [`ahead_of_wall_ms`](Self::ahead_of_wall_ms) says by how much.
 ///
-/// This is pure arithmetic on the readings it is given; the edges read the clocks.
+/// It is pure arithmetic on the readings it is given (the edges read the clocks), lock-free and
+/// `Sync`: every request of a server can read it.
 ///
 /// # Example
 ///
@@ -119,49 +121,84 @@ impl Clock for ManualClock {
 ///
 /// // Restarted with the wall clock 60 s behind the persisted mark.
 /// let mark = 1_700_000_060_000;
-/// let mut anchor = Anchor::new(mark + 1, 1_700_000_000_000, 0);
+/// let anchor = Anchor::new(mark + 1, 1_700_000_000_000, 0);
 /// assert_eq!(anchor.now_ms(1_700_000_000_000, 0), mark + 1);
 /// assert_eq!(anchor.now_ms(1_700_000_000_500, 500), mark + 501);
 /// assert_eq!(anchor.ahead_of_wall_ms(), 60_001);
 /// // A backward step of the wall clock does not move logical time back.
 /// assert_eq!(anchor.now_ms(1_600_000_000_000, 600), mark + 601);
+/// // Once the wall clock is ahead again, logical time follows it.
+/// assert_eq!(anchor.now_ms(mark + 10_000, 700), mark + 10_000);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Anchor {
-    /// Logical time at the anchor point.
-    base_ms: u64,
-    /// Monotonic reading at the anchor point.
-    base_mono_ms: u64,
-    /// The last returned logical time.
-    last_ms: u64,
-    /// The last wall reading seen.
-    last_wall_ms: u64,
+    /// Logical time minus the monotonic reading; only grows.
+    offset: std::sync::atomic::AtomicU64,
+    /// The last wall reading seen, for [`ahead_of_wall_ms`](Self::ahead_of_wall_ms).
+    last_wall_ms: std::sync::atomic::AtomicU64,
+    /// The last logical time returned.
+    last_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Anchor {
-    /// Starts logical time at `max(floor_ms, wall_ms)`, anchored at monotonic reading `mono_ms`.
+    /// Starts logical time at `max(floor_ms, wall_ms)`, at monotonic reading `mono_ms`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Anchor;
+    ///
+    /// assert_eq!(Anchor::new(5, 100, 0).now_ms(100, 0), 100);
+    /// ```
     pub fn new(floor_ms: u64, wall_ms: u64, mono_ms: u64) -> Self {
-        let base_ms = floor_ms.max(wall_ms);
-        Anchor { base_ms, base_mono_ms: mono_ms, last_ms: base_ms, last_wall_ms: wall_ms }
+        let start = floor_ms.max(wall_ms);
+        Anchor {
+            offset: std::sync::atomic::AtomicU64::new(start.saturating_sub(mono_ms)),
+            last_wall_ms: std::sync::atomic::AtomicU64::new(wall_ms),
+            last_ms: std::sync::atomic::AtomicU64::new(start),
+        }
     }
 
-    /// Logical time for a pair of readings. Never less than a previous result.
-    pub fn now_ms(&mut self, wall_ms: u64, mono_ms: u64) -> u64 {
-        let elapsed = mono_ms.saturating_sub(self.base_mono_ms);
-        let mut now = self.base_ms.saturating_add(elapsed);
-        if wall_ms > now {
-            // The wall clock is ahead (it stepped forward, or we caught up): follow it.
-            self.base_ms = wall_ms;
-            self.base_mono_ms = mono_ms;
-            now = wall_ms;
+    /// Logical time for a pair of readings. Never less than a previous result, provided the
+    /// monotonic readings do not go backwards.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Anchor;
+    ///
+    /// let anchor = Anchor::new(0, 1_000, 0);
+    /// assert_eq!(anchor.now_ms(1_010, 10), 1_010);
+    /// assert_eq!(anchor.now_ms(900, 20), 1_020);
+    /// ```
+    pub fn now_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+        let mut offset = self.offset.load(Acquire);
+        if wall_ms > mono_ms.saturating_add(offset) {
+            // The wall clock is ahead (it stepped forward, or caught up): follow it.
+            offset = offset.max(wall_ms - mono_ms);
+            offset = self.offset.fetch_max(offset, AcqRel).max(offset);
         }
-        self.last_ms = self.last_ms.max(now);
-        self.last_wall_ms = wall_ms;
-        self.last_ms
+        self.last_wall_ms.store(wall_ms, Relaxed);
+        let now = mono_ms.saturating_add(offset);
+        // Readings taken by racing threads may arrive out of order; never return less than
+        // what was already returned.
+        self.last_ms.fetch_max(now, AcqRel).max(now)
     }
 
     /// How far the last logical time is ahead of the last wall reading, in ms (0 if behind).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Anchor;
+    ///
+    /// let anchor = Anchor::new(2_000, 1_000, 0);
+    /// anchor.now_ms(1_000, 0);
+    /// assert_eq!(anchor.ahead_of_wall_ms(), 1_000);
+    /// ```
     pub fn ahead_of_wall_ms(&self) -> u64 {
-        self.last_ms.saturating_sub(self.last_wall_ms)
+        use std::sync::atomic::Ordering::Relaxed;
+        self.last_ms.load(Relaxed).saturating_sub(self.last_wall_ms.load(Relaxed))
     }
 }
