@@ -1,0 +1,27 @@
+//! Integration tests of `idmint-core`: one test binary, one module per behaviour.
+//!
+//! | module | what it checks |
+//! | --- | --- |
+//! | `vectors` | every case of `testdata/seed-vectors.json`, through [`idmint_core::Layout`] |
+//! | `layouts` | parts → ID → parts and ID → text → ID for every layout and format (proptest) |
+//! | `no_panic` | parsing and decoding arbitrary input never panics (proptest) |
+//! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
+//! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
+//! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core |
+//!
+//! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
+
+#[path = "lib/common.rs"]
+mod common;
+#[path = "lib/generator.rs"]
+mod generator;
+#[path = "lib/layouts.rs"]
+mod layouts;
+#[path = "lib/no_panic.rs"]
+mod no_panic;
+#[path = "lib/tidy.rs"]
+mod tidy;
+#[path = "lib/upstream.rs"]
+mod upstream;
+#[path = "lib/vectors.rs"]
+mod vectors;
