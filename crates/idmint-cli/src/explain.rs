@@ -191,7 +191,11 @@ fn write_capacity(capacity: &Capacity, now_ms: u64, out: &mut impl Write) -> any
 
 /// A tick length: `1 ms`, `10 ms`, `1 s`.
 fn tick(tick_ms: u64) -> String {
-    if tick_ms.is_multiple_of(1000) { format!("{} s", tick_ms / 1000) } else { format!("{tick_ms} ms") }
+    if tick_ms.is_multiple_of(1000) {
+        format!("{} s", tick_ms / 1000)
+    } else {
+        format!("{tick_ms} ms")
+    }
 }
 
 /// A wrap period: `2^25 s (about 388 days)` when it is a power of two seconds.

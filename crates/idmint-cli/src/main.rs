@@ -10,6 +10,7 @@ mod explain;
 mod generate;
 mod layout_arg;
 mod layouts;
+mod serve;
 
 use std::{
     io::{self, BufWriter, Write},
@@ -31,7 +32,8 @@ use clap::{
   idmint encode --layout decimal-id counter=1415 generator_id=92 launch_id=65
   idmint decode --layout flake --json 5828128208445124609
   idmint explain snowflake
-  idmint layouts"
+  idmint layouts
+  idmint serve"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,6 +53,8 @@ enum Command {
     Explain(explain::Args),
     /// List the built-in layouts.
     Layouts(layouts::Args),
+    /// Serve IDs over HTTP, durably, on the embedded store.
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +82,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Decode(args) => decode::run(&args, &mut out)?,
         Command::Explain(args) => explain::run(&args, &mut out)?,
         Command::Layouts(args) => layouts::run(&args, &mut out)?,
+        Command::Serve(args) => serve::run(&args)?,
     }
     out.flush()?;
     Ok(())

@@ -25,6 +25,7 @@ pub async fn run_all(handles: Handles<'_>) {
     marks_survive_release_and_are_read_by_the_next_holder(handles).await;
     marks_never_go_down(handles).await;
     release_frees_only_its_own_claim(handles).await;
+    released_claims_cannot_store(handles).await;
     layout_changes_are_refused(handles).await;
     invalid_requests_are_refused(handles).await;
 }
@@ -50,7 +51,7 @@ pub async fn fixed_claims_are_exclusive(handles: Handles<'_>) {
     }
     // Another namespace is independent.
     b.claim(&request("exclusive-other", GeneratorIds::Fixed(5))).await.expect("other namespace");
-    a.release(claim).await.expect("release");
+    a.release(&claim).await.expect("release");
     let again = b.claim(&req).await.expect("claim after release");
     assert_eq!(again.generator_id(), 5);
 }
@@ -72,7 +73,7 @@ pub async fn pool_claims_are_distinct_and_never_wrap(handles: Handles<'_>) {
         other => panic!("a full pool must be refused, got {other:?}"),
     }
     let (handle, claim) = claims.remove(1);
-    handle.release(claim).await.expect("release");
+    handle.release(&claim).await.expect("release");
     assert_eq!(handles().claim(&req).await.expect("claim freed id").generator_id(), 1);
 }
 
@@ -107,7 +108,7 @@ pub async fn marks_survive_release_and_are_read_by_the_next_holder(handles: Hand
     assert_eq!(claim.mark_ms(), None, "a fresh generator id has no mark");
     a.store_mark(&claim, 1_000).await.expect("store");
     a.store_mark(&claim, 4_000).await.expect("raise");
-    a.release(claim).await.expect("release");
+    a.release(&claim).await.expect("release");
     let next = b.claim(&req).await.expect("next holder");
     assert_eq!(next.mark_ms(), Some(4_000));
     // Dropping a claim without releasing it (a crash) keeps the mark as well.
@@ -129,7 +130,7 @@ pub async fn marks_never_go_down(handles: Handles<'_>) {
         other => panic!("a lower mark must be refused, got {other:?}"),
     }
     a.store_mark(&claim, 5_000).await.expect("an equal mark is fine");
-    a.release(claim).await.expect("release");
+    a.release(&claim).await.expect("release");
     assert_eq!(handles().claim(&req).await.expect("claim").mark_ms(), Some(5_000));
 }
 
@@ -139,7 +140,7 @@ pub async fn release_frees_only_its_own_claim(handles: Handles<'_>) {
     let req = request("released", GeneratorIds::Fixed(2));
     let claim = a.claim(&req).await.expect("claim");
     let other = a.claim(&request("released", GeneratorIds::Fixed(3))).await.expect("claim 3");
-    a.release(claim).await.expect("release");
+    a.release(&claim).await.expect("release");
     let fresh = b.claim(&req).await.expect("claim by b");
     b.store_mark(&fresh, 7_000).await.expect("b stores");
     // `a` still holds generator 3, and can store its mark.
@@ -148,8 +149,24 @@ pub async fn release_frees_only_its_own_claim(handles: Handles<'_>) {
         Err(Error::Conflict { generator_id: 3, .. }) => {}
         other => panic!("generator 3 is still held by a, got {other:?}"),
     }
-    b.release(fresh).await.expect("release");
+    b.release(&fresh).await.expect("release");
     assert_eq!(handles().claim(&req).await.expect("claim").mark_ms(), Some(7_000));
+}
+
+/// A released claim can no longer store marks, even while nobody else holds the generator ID.
+pub async fn released_claims_cannot_store(handles: Handles<'_>) {
+    let a = handles();
+    let req = request("gone", GeneratorIds::Fixed(4));
+    let claim = a.claim(&req).await.expect("claim");
+    a.store_mark(&claim, 2_000).await.expect("store");
+    a.release(&claim).await.expect("release");
+    match a.store_mark(&claim, 3_000).await {
+        Err(Error::ClaimLost { generator_id: 4, .. }) => {}
+        other => panic!("a released claim must not store, got {other:?}"),
+    }
+    // Releasing twice is harmless.
+    a.release(&claim).await.expect("second release");
+    assert_eq!(handles().claim(&req).await.expect("claim").mark_ms(), Some(2_000));
 }
 
 /// A mark written under one layout is refused to a claimant with another.
@@ -158,7 +175,7 @@ pub async fn layout_changes_are_refused(handles: Handles<'_>) {
     let old = ClaimRequest::new("layout", GeneratorIds::Fixed(0), "layout-v1");
     let claim = a.claim(&old).await.expect("claim");
     a.store_mark(&claim, 1_000).await.expect("store");
-    a.release(claim).await.expect("release");
+    a.release(&claim).await.expect("release");
     let new = ClaimRequest::new("layout", GeneratorIds::Fixed(0), "layout-v2");
     match handles().claim(&new).await {
         Err(Error::LayoutChanged { stored, expected, .. }) => {

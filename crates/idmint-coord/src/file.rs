@@ -44,7 +44,7 @@ use crate::{Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds};
 /// let claim = first.claim(&request).await?;
 /// first.store_mark(&claim, 1_700_000_000_000).await?;
 /// assert!(matches!(second.claim(&request).await, Err(Error::Conflict { .. })));
-/// first.release(claim).await?;
+/// first.release(&claim).await?;
 /// assert_eq!(second.claim(&request).await?.mark_ms(), Some(1_700_000_000_000));
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), Error>(())
@@ -270,7 +270,7 @@ impl Coordinator for FileCoordinator {
         Ok(())
     }
 
-    async fn release(&self, claim: Claim) -> Result<(), Error> {
+    async fn release(&self, claim: &Claim) -> Result<(), Error> {
         // Dropping the locked file releases the `flock`; the mark file stays.
         self.held().remove(&claim.token());
         Ok(())

@@ -27,7 +27,7 @@
 //! assert_eq!(claim.generator_id(), 0);
 //! assert_eq!(claim.mark_ms(), None);
 //! coordinator.store_mark(&claim, 1_700_000_003_000).await?;
-//! coordinator.release(claim).await?;
+//! coordinator.release(&claim).await?;
 //!
 //! let again = coordinator.claim(&request).await?;
 //! assert_eq!(again.mark_ms(), Some(1_700_000_003_000));
@@ -242,12 +242,13 @@ pub trait Coordinator: Send + Sync + fmt::Debug {
     /// [`Error::Unavailable`] when the write may not have happened.
     async fn store_mark(&self, claim: &Claim, mark_ms: u64) -> Result<(), Error>;
 
-    /// Gives the generator ID back. The mark stays for the next holder.
+    /// Gives the generator ID back; the claim can no longer store marks. The mark stays for
+    /// the next holder. Releasing a claim twice is harmless.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] or [`Error::Unavailable`]; the claim ends anyway.
-    async fn release(&self, claim: Claim) -> Result<(), Error>;
+    async fn release(&self, claim: &Claim) -> Result<(), Error>;
 }
 
 #[cfg(test)]

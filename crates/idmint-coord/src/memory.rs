@@ -186,9 +186,9 @@ impl Coordinator for MemoryCoordinator {
         Ok(())
     }
 
-    async fn release(&self, claim: Claim) -> Result<(), Error> {
+    async fn release(&self, claim: &Claim) -> Result<(), Error> {
         let mut inner = self.lock();
-        if let Ok(key) = Self::held_key(&inner, &claim) {
+        if let Ok(key) = Self::held_key(&inner, claim) {
             inner.claims.remove(&key);
         }
         Ok(())

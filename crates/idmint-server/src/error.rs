@@ -1,0 +1,207 @@
+//! The one error type of `idmint-server`, and the one place where errors become HTTP (and
+//! gRPC) status codes, stable error codes and `Retry-After` hints.
+
+/// Everything a request or the server itself can run into.
+///
+/// Messages are lower-case and carry the facts. [`Error::status`] and [`Error::code`] decide
+/// what a client sees; nothing else in the crate chooses status codes.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::Error;
+///
+/// let err = Error::UnknownNamespace("orders".into());
+/// assert_eq!(err.status(), 404);
+/// assert_eq!(err.code(), "unknown_namespace");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A parameter or body is malformed or out of range.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The namespace does not exist (namespaces are configured, never created on demand).
+    #[error("no namespace `{0}`")]
+    UnknownNamespace(String),
+    /// The namespace needs a bearer token and none was given.
+    #[error("namespace `{0}` needs a bearer token")]
+    Unauthorized(String),
+    /// The bearer token is not this namespace's.
+    #[error("the token is not valid for namespace `{0}`")]
+    Forbidden(String),
+    /// The request body is larger than the limit.
+    #[error("request body larger than {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The route does not exist.
+    #[error("no such route: {0}")]
+    NotFound(String),
+    /// The method is not allowed on this route.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The namespace holds no generator ID right now (starting, or claiming again).
+    #[error("namespace `{0}` is not ready to issue ids")]
+    NotReady(String),
+    /// Issuing would go past the durably stored high-water mark; the server is extending it.
+    #[error("namespace `{namespace}` cannot issue ids until its high-water mark is extended")]
+    WindowExhausted {
+        /// The namespace.
+        namespace: String,
+        /// A hint for `Retry-After`, in ms.
+        retry_after_ms: u64,
+    },
+    /// The generator asked to wait longer than a request may.
+    #[error("namespace `{namespace}` is busy: the next id is {wait_ms} ms away")]
+    Busy {
+        /// The namespace.
+        namespace: String,
+        /// How long the next ID is away, in ms.
+        wait_ms: u64,
+    },
+    /// The server is shutting down.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Refused to start: the stored high-water mark is further ahead of the clock than allowed.
+    #[error(
+        "namespace `{namespace}`: the stored high-water mark is {ahead_ms} ms ahead of the clock (limit {limit_ms} ms); check the clock, or start with allow_ahead to run ahead of it"
+    )]
+    MarkTooFarAhead {
+        /// The namespace.
+        namespace: String,
+        /// How far ahead the mark is, in ms.
+        ahead_ms: u64,
+        /// The configured limit, in ms.
+        limit_ms: u64,
+    },
+    /// A coordination failure (claims, marks).
+    #[error(transparent)]
+    Coord(#[from] idmint_coord::Error),
+    /// A failure of the core (layouts, generators).
+    #[error(transparent)]
+    Core(#[from] idmint_core::Error),
+    /// A listener or I/O failure.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// The HTTP status code for this error: 4xx for what the client can fix, 503 when the
+    /// server cannot safely issue now, 500 only for failures of the server itself.
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::BadRequest(_) => 400,
+            Error::Unauthorized(_) => 401,
+            Error::Forbidden(_) => 403,
+            Error::UnknownNamespace(_) | Error::NotFound(_) => 404,
+            Error::MethodNotAllowed => 405,
+            Error::PayloadTooLarge { .. } => 413,
+            Error::NotReady(_)
+            | Error::WindowExhausted { .. }
+            | Error::Busy { .. }
+            | Error::ShuttingDown
+            | Error::Coord(_) => 503,
+            Error::Core(core) => core_status(core),
+            Error::Config(_) | Error::MarkTooFarAhead { .. } | Error::Io { .. } => 500,
+        }
+    }
+
+    /// The stable, machine-readable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::BadRequest(_) => "bad_request",
+            Error::UnknownNamespace(_) => "unknown_namespace",
+            Error::Unauthorized(_) => "unauthorized",
+            Error::Forbidden(_) => "forbidden",
+            Error::PayloadTooLarge { .. } => "payload_too_large",
+            Error::NotFound(_) => "not_found",
+            Error::MethodNotAllowed => "method_not_allowed",
+            Error::NotReady(_) => "not_ready",
+            Error::WindowExhausted { .. } => "window_exhausted",
+            Error::Busy { .. } => "busy",
+            Error::ShuttingDown => "shutting_down",
+            Error::Config(_) => "config",
+            Error::MarkTooFarAhead { .. } => "mark_too_far_ahead",
+            Error::Coord(_) => "coordination_unavailable",
+            Error::Core(core) => core_code(core),
+            Error::Io { .. } => "io",
+        }
+    }
+
+    /// For 503 answers: how long the client should wait before retrying, in whole seconds
+    /// (the `Retry-After` header).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Error::WindowExhausted { retry_after_ms, .. } => {
+                Some(retry_after_ms.div_ceil(1000).max(1))
+            }
+            Error::Busy { wait_ms, .. } => Some(wait_ms.div_ceil(1000).max(1)),
+            _ if self.status() == 503 => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The gRPC status code number (`tonic::Code` as `i32`) for this error.
+    pub fn grpc_code(&self) -> i32 {
+        // Numbers from the gRPC spec: 3 INVALID_ARGUMENT, 5 NOT_FOUND, 7 PERMISSION_DENIED,
+        // 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE,
+        // 16 UNAUTHENTICATED, 9 FAILED_PRECONDITION.
+        match self.status() {
+            400 => 3,
+            401 => 16,
+            403 => 7,
+            404 => 5,
+            405 => 12,
+            413 => 8,
+            409 => 9,
+            503 => 14,
+            _ => 13,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+}
+
+/// Core errors that reach a request: bad input is the client's, clock and window trouble means
+/// the server cannot issue safely now.
+fn core_status(core: &idmint_core::Error) -> u16 {
+    use idmint_core::Error as E;
+    match core {
+        E::ClockBackward { .. }
+        | E::WindowExhausted { .. }
+        | E::BeforeEpoch { .. }
+        | E::TimeExhausted { .. }
+        | E::CounterExhausted { .. } => 503,
+        E::InvalidConfig(_) | E::InvalidLayout(_) => 500,
+        _ => 400,
+    }
+}
+
+fn core_code(core: &idmint_core::Error) -> &'static str {
+    use idmint_core::Error as E;
+    match core {
+        E::ClockBackward { .. } => "clock_backward",
+        E::WindowExhausted { .. } => "window_exhausted",
+        E::BeforeEpoch { .. } => "clock_before_epoch",
+        E::TimeExhausted { .. } => "layout_exhausted",
+        E::CounterExhausted { .. } => "counter_exhausted",
+        E::InvalidConfig(_) | E::InvalidLayout(_) => "config",
+        E::InvalidText { .. } | E::UnsupportedFormat { .. } | E::UnknownFormat(_) => "invalid_id",
+        E::Zero | E::HighestBitSet | E::InvalidTimestamp | E::InvalidId { .. } => "invalid_id",
+        E::FieldOutOfRange { .. } => "invalid_id",
+        _ => "bad_request",
+    }
+}

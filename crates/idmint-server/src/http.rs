@@ -1,0 +1,438 @@
+//! The HTTP API: routes, strict parameter parsing, bearer tokens, and JSON bodies. Handlers
+//! are thin: parse, call the namespace, write the answer.
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, Path, RawQuery, Request, State, rejection::JsonRejection},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use idmint_core::{AnyId, FieldValue, Format};
+use idmint_proto::{
+    DecodeResponse, ErrorDetail, ErrorResponse, FieldJson, Fields, NamespacesResponse,
+};
+use serde::Deserialize;
+
+use crate::{Error, Server, namespace::Namespace};
+
+/// The router of the HTTP API, over one server.
+pub(crate) fn router(server: Arc<Server>) -> Router {
+    let limit = server.config().max_body_bytes;
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .route("/v1/namespaces", get(namespaces))
+        .route("/v1/namespaces/{namespace}/next", get(next))
+        .route("/v1/namespaces/{namespace}/batch", get(batch).post(batch_post))
+        .route("/v1/namespaces/{namespace}/decode/{id}", get(decode))
+        .route("/v1/next", get(next_default))
+        .route("/v1/batch", get(batch_default).post(batch_post_default))
+        .route("/v1/decode/{id}", get(decode_default))
+        .fallback(
+            |request: Request| async move { Error::NotFound(request.uri().path().to_owned()) },
+        )
+        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(Arc::clone(&server), guard))
+        .with_state(server)
+}
+
+/// Refuses declared bodies over the limit before routing, and counts responses by status.
+async fn guard(State(server): State<Arc<Server>>, request: Request, next: Next) -> Response {
+    let limit = server.config().max_body_bytes;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let response = match declared {
+        Some(length) if length > limit as u64 => Error::PayloadTooLarge { limit }.into_response(),
+        _ => next.run(request).await,
+    };
+    server.http_metrics().record(response.status().as_u16());
+    response
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(error = %self, "request failed");
+        }
+        let body = ErrorResponse {
+            error: ErrorDetail { code: self.code().to_owned(), message: self.to_string() },
+        };
+        let mut response = (status, Json(body)).into_response();
+        let headers = response.headers_mut();
+        if let Some(secs) = self.retry_after_secs() {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// The query parameters the ID routes accept; anything else is refused.
+#[derive(Debug, Default)]
+struct Params {
+    count: Option<u64>,
+    format: Option<Format>,
+    numbers: bool,
+}
+
+impl Params {
+    /// Parses a query string strictly: known keys only, each at most once, plain values.
+    fn parse(query: Option<&str>, allowed: &[&str], max_batch: u64) -> Result<Self, Error> {
+        let mut params = Params::default();
+        let mut seen = Vec::new();
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if !allowed.contains(&key) {
+                return Err(Error::BadRequest(format!(
+                    "unknown parameter `{}` (this route takes: {})",
+                    key.chars().take(64).collect::<String>(),
+                    allowed.join(", ")
+                )));
+            }
+            if seen.contains(&key) {
+                return Err(Error::BadRequest(format!("parameter `{key}` is given twice")));
+            }
+            seen.push(key);
+            match key {
+                "count" => params.count = Some(parse_count(value, max_batch)?),
+                "format" => {
+                    params.format = Some(
+                        value
+                            .parse()
+                            .map_err(|e: idmint_core::Error| Error::BadRequest(e.to_string()))?,
+                    )
+                }
+                "numbers" => {
+                    params.numbers = match value {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(Error::BadRequest(
+                                "`numbers` must be `true` or `false`".into(),
+                            ));
+                        }
+                    }
+                }
+                _ => unreachable!("every allowed key is handled"),
+            }
+        }
+        Ok(params)
+    }
+}
+
+/// A batch size: digits only, 1..=max.
+fn parse_count(text: &str, max_batch: u64) -> Result<u64, Error> {
+    let bad = || Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"));
+    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    match text.parse::<u64>() {
+        Ok(n) if (1..=max_batch).contains(&n) => Ok(n),
+        _ => Err(bad()),
+    }
+}
+
+/// The namespace, after checking its bearer token.
+fn authorized<'a>(
+    server: &'a Server,
+    name: &str,
+    headers: &HeaderMap,
+) -> Result<&'a Arc<Namespace>, Error> {
+    let namespace = server.namespace(name)?;
+    if let Some(expected) = namespace.token() {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| Error::Unauthorized(name.to_owned()))?;
+        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+            return Err(Error::Forbidden(name.to_owned()));
+        }
+    }
+    Ok(namespace)
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0xff);
+        diff |= x ^ y;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// The text format and number mode of a response, checked against the namespace's layout.
+fn output(namespace: &Namespace, params: &Params) -> Result<(Format, bool), Error> {
+    let format = params.format.unwrap_or_else(|| namespace.layout.default_format());
+    if !format.supports(namespace.layout.id_bits()) {
+        return Err(Error::BadRequest(format!(
+            "format `{format}` cannot hold {}-bit ids",
+            namespace.layout.id_bits()
+        )));
+    }
+    if params.numbers && !namespace.layout.is_js_safe() {
+        return Err(Error::BadRequest(format!(
+            "namespace `{}` uses layout `{}`, whose ids do not fit a JavaScript number; ask for strings",
+            namespace.name,
+            namespace.layout.name()
+        )));
+    }
+    Ok((format, params.numbers))
+}
+
+/// Writes one ID as a JSON value: a string in `format`, or a number.
+fn push_json_id(out: &mut String, id: AnyId, format: Format, numbers: bool) -> Result<(), Error> {
+    if numbers {
+        id.write(Format::Decimal, out)?;
+    } else {
+        out.push('"');
+        // Every format writes ASCII letters, digits, `-`, `_`, `=`, `+` or `/`: nothing to escape.
+        id.write(format, out)?;
+        out.push('"');
+    }
+    Ok(())
+}
+
+fn json_body(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], body)
+        .into_response()
+}
+
+async fn healthz() -> Response {
+    json_body(r#"{"status":"ok"}"#.to_owned())
+}
+
+async fn readyz(State(server): State<Arc<Server>>) -> Response {
+    let ready = server.is_ready();
+    let body = serde_json::json!({
+        "ready": ready,
+        "namespaces": server.namespace_list().iter().map(|ns| (ns.name.clone(), serde_json::Value::Bool(ns.is_ready()))).collect::<serde_json::Map<_, _>>(),
+    });
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(body)).into_response()
+}
+
+async fn metrics(State(server): State<Arc<Server>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], server.render_metrics()).into_response()
+}
+
+async fn openapi() -> Response {
+    json_body(crate::OPENAPI.to_owned())
+}
+
+async fn namespaces(State(server): State<Arc<Server>>) -> Json<NamespacesResponse> {
+    Json(NamespacesResponse { namespaces: server.namespace_infos() })
+}
+
+async fn next(
+    State(server): State<Arc<Server>>,
+    Path(namespace): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    let ns = authorized(&server, &namespace, &headers)?;
+    let params =
+        Params::parse(query.as_deref(), &["format", "numbers"], server.config().max_batch)?;
+    let (format, numbers) = output(ns, &params)?;
+    let id = ns.next(server.clocks(), server.config().max_wait_ms).await?;
+    let mut body = String::with_capacity(80);
+    body.push_str(r#"{"namespace":""#);
+    body.push_str(&ns.name);
+    body.push_str(r#"","id":"#);
+    push_json_id(&mut body, id, format, numbers)?;
+    body.push('}');
+    Ok(json_body(body))
+}
+
+async fn batch(
+    State(server): State<Arc<Server>>,
+    Path(namespace): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    let ns = authorized(&server, &namespace, &headers)?;
+    let params = Params::parse(
+        query.as_deref(),
+        &["count", "format", "numbers"],
+        server.config().max_batch,
+    )?;
+    let count = params.count.ok_or_else(|| Error::BadRequest("`count` is required".into()))?;
+    batch_response(&server, ns, count, &params).await
+}
+
+/// The JSON body of `POST .../batch`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    count: u64,
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    numbers: bool,
+}
+
+async fn batch_post(
+    State(server): State<Arc<Server>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<BatchBody>, JsonRejection>,
+) -> Result<Response, Error> {
+    let ns = authorized(&server, &namespace, &headers)?;
+    let Json(body) = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            Error::PayloadTooLarge { limit: server.config().max_body_bytes }
+        }
+        _ => Error::BadRequest(rejection.body_text()),
+    })?;
+    let max = server.config().max_batch;
+    if !(1..=max).contains(&body.count) {
+        return Err(Error::BadRequest(format!("`count` must be a whole number from 1 to {max}")));
+    }
+    let format = body
+        .format
+        .map(|f| f.parse::<Format>().map_err(|e| Error::BadRequest(e.to_string())))
+        .transpose()?;
+    let params = Params { count: Some(body.count), format, numbers: body.numbers };
+    batch_response(&server, ns, body.count, &params).await
+}
+
+async fn batch_response(
+    server: &Server,
+    ns: &Namespace,
+    count: u64,
+    params: &Params,
+) -> Result<Response, Error> {
+    let (format, numbers) = output(ns, params)?;
+    let ids = ns.batch(server.clocks(), count, server.config().max_wait_ms).await?;
+    // Written by hand: a 100,000-ID body is built in one buffer, without a String per ID.
+    let mut body = String::with_capacity(32 + ids.len() * 24);
+    body.push_str(r#"{"namespace":""#);
+    body.push_str(&ns.name);
+    body.push_str(r#"","ids":["#);
+    for (i, id) in ids.into_iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        push_json_id(&mut body, id, format, numbers)?;
+    }
+    body.push_str("]}");
+    Ok(json_body(body))
+}
+
+async fn decode(
+    State(server): State<Arc<Server>>,
+    Path((namespace, id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Json<DecodeResponse>, Error> {
+    let ns = authorized(&server, &namespace, &headers)?;
+    let params = Params::parse(query.as_deref(), &["format"], server.config().max_batch)?;
+    let format = params.format.unwrap_or_else(|| ns.layout.default_format());
+    let layout = &ns.layout;
+    let parsed = layout.parse(&id, format)?;
+    let fields = layout
+        .decode(parsed)?
+        .into_iter()
+        .map(|(name, value)| {
+            let value = match value {
+                FieldValue::Number(n) => FieldJson::Number(n),
+                FieldValue::Text(t) => FieldJson::Text(t),
+            };
+            (name, value)
+        })
+        .collect();
+    let time =
+        layout.time_ms(parsed, server.clocks().wall_ms())?.map(idmint_core::format_rfc3339_ms);
+    Ok(Json(DecodeResponse {
+        layout: layout.name().to_owned(),
+        id: layout.format(parsed, layout.default_format())?,
+        fields: Fields(fields),
+        time,
+    }))
+}
+
+async fn next_default(
+    state: State<Arc<Server>>,
+    query: RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    let name = state.default_namespace().to_owned();
+    next(state, Path(name), query, headers).await
+}
+
+async fn batch_default(
+    state: State<Arc<Server>>,
+    query: RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    let name = state.default_namespace().to_owned();
+    batch(state, Path(name), query, headers).await
+}
+
+async fn batch_post_default(
+    state: State<Arc<Server>>,
+    headers: HeaderMap,
+    body: Result<Json<BatchBody>, JsonRejection>,
+) -> Result<Response, Error> {
+    let name = state.default_namespace().to_owned();
+    batch_post(state, Path(name), headers, body).await
+}
+
+async fn decode_default(
+    state: State<Arc<Server>>,
+    Path(id): Path<String>,
+    query: RawQuery,
+    headers: HeaderMap,
+) -> Result<Json<DecodeResponse>, Error> {
+    let name = state.default_namespace().to_owned();
+    decode(state, Path((name, id)), query, headers).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_parsed_strictly() {
+        let check = |text: &str, want: Option<u64>| {
+            assert_eq!(parse_count(text, 100_000).ok(), want, "{text:?}")
+        };
+        check("1", Some(1));
+        check("100000", Some(100_000));
+        check("0", None);
+        check("-1", None);
+        check("+1", None);
+        check("abc", None);
+        check("1e3", None);
+        check(" 1", None);
+        check("100001", None);
+        check("9223372036854775808", None);
+        check("1000000000", None);
+        check("", None);
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

@@ -1,0 +1,394 @@
+//! `idmint-server`: the ID service as a library. [`Server::start`] claims a generator ID for
+//! every namespace and stores its first window; [`serve`] answers HTTP on a bound listener until
+//! a shutdown token is cancelled, then shuts down in order.
+//!
+//! # Layout
+//!
+//! - `config`: [`ServerConfig`] and [`NamespaceConfig`], plain data validated at start.
+//! - `namespace`: a namespace's claim, generator, durable window and issuing.
+//! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
+//!   `/openapi.json`).
+//! - `metrics`: atomic counters rendered in the Prometheus text format.
+//! - `error`: [`Error`], and the one place that maps errors to status codes.
+//!
+//! # Shutdown order
+//!
+//! When the token is cancelled: stop accepting connections, report not ready, drain in-flight
+//! requests (up to `drain_ms`), persist each namespace's mark, release its claim. The steps are
+//! recorded in [`Server::shutdown_steps`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use idmint_coord::MemoryCoordinator;
+//! use idmint_core::SystemClock;
+//! use idmint_server::{Server, ServerConfig, ShutdownStep};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//! let shutdown = CancellationToken::new();
+//! let task = tokio::spawn(idmint_server::serve(Arc::clone(&server), listener, shutdown.clone()));
+//! assert!(server.is_ready());
+//! shutdown.cancel();
+//! task.await.unwrap()?;
+//! assert_eq!(server.shutdown_steps().last(), Some(&ShutdownStep::Released));
+//! # Ok::<(), idmint_server::Error>(())
+//! # }).unwrap();
+//! ```
+
+mod clock;
+mod config;
+mod error;
+mod http;
+mod metrics;
+mod namespace;
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::{conn::auto, graceful::GracefulShutdown},
+    service::TowerToHyperService,
+};
+use idmint_coord::Coordinator;
+use idmint_proto::NamespaceInfo;
+use tokio::net::TcpListener;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
+pub use crate::{
+    clock::{OffsetClock, WallClock},
+    config::{FieldSetting, NamespaceConfig, ServerConfig},
+    error::Error,
+};
+
+/// The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// The largest HTTP/1 read buffer, which bounds the size of request headers (bytes).
+const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// How long a client may take to send its request headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many connections are served at once; further ones wait to be accepted.
+const MAX_CONNECTIONS: usize = 10_000;
+
+/// A step of the shutdown sequence, in the order they happen.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::ShutdownStep;
+///
+/// assert!(ShutdownStep::StoppedAccepting < ShutdownStep::Released);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ShutdownStep {
+    /// The listener was closed: no new connections.
+    StoppedAccepting,
+    /// Readiness turned false (`/readyz` answers 503).
+    ReportedNotReady,
+    /// In-flight requests finished (or the drain time ran out).
+    Drained,
+    /// Every namespace's mark was stored once more.
+    Persisted,
+    /// Every claim was released.
+    Released,
+}
+
+/// A running ID service: its namespaces, coordinator, clocks and metrics.
+#[derive(Debug)]
+pub struct Server {
+    config: ServerConfig,
+    namespaces: Vec<Arc<Namespace>>,
+    coordinator: Arc<dyn Coordinator>,
+    clocks: Arc<Clocks>,
+    http_metrics: HttpMetrics,
+    shutting_down: AtomicBool,
+    tasks: TaskTracker,
+    stop_tasks: CancellationToken,
+    steps: Mutex<Vec<ShutdownStep>>,
+}
+
+impl Server {
+    /// Validates `config`, claims a generator ID for every namespace, starts each generator
+    /// strictly above its stored mark, and stores each first window. Returns once every
+    /// namespace is ready; background tasks then keep the windows ahead of the clock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid configuration; [`Error::Coord`] when a claim fails (a
+    /// generator ID held by another server is [`idmint_coord::Error::Conflict`]);
+    /// [`Error::MarkTooFarAhead`] when a stored mark is further ahead of the clock than
+    /// `max_ahead_ms` and `allow_ahead` is off. Claims taken before the failure are released.
+    pub async fn start(
+        config: ServerConfig,
+        coordinator: Arc<dyn Coordinator>,
+        wall: WallClock,
+    ) -> Result<Arc<Server>, Error> {
+        let config = config.validated()?;
+        let namespaces = config
+            .namespaces
+            .iter()
+            .map(|ns| Namespace::new(ns.clone()).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let server = Arc::new(Server {
+            config,
+            namespaces,
+            coordinator,
+            clocks: Arc::new(Clocks::new(wall)),
+            http_metrics: HttpMetrics::default(),
+            shutting_down: AtomicBool::new(false),
+            tasks: TaskTracker::new(),
+            stop_tasks: CancellationToken::new(),
+            steps: Mutex::new(Vec::new()),
+        });
+        for (i, ns) in server.namespaces.iter().enumerate() {
+            if let Err(e) =
+                ns.activate(server.coordinator.as_ref(), &server.clocks, &server.config).await
+            {
+                for earlier in &server.namespaces[..i] {
+                    let _ = earlier.deactivate(server.coordinator.as_ref()).await;
+                }
+                return Err(e);
+            }
+        }
+        for ns in &server.namespaces {
+            server.tasks.spawn(Arc::clone(ns).maintain_window(
+                Arc::clone(&server.coordinator),
+                Arc::clone(&server.clocks),
+                server.config.window_ms,
+                server.stop_tasks.clone(),
+            ));
+        }
+        Ok(server)
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Whether every namespace can issue IDs and the server is not shutting down.
+    pub fn is_ready(&self) -> bool {
+        !self.shutting_down.load(Ordering::Acquire)
+            && self.namespaces.iter().all(|ns| ns.is_ready())
+    }
+
+    /// What the server says about its namespaces (`GET /v1/namespaces`).
+    pub fn namespace_infos(&self) -> Vec<NamespaceInfo> {
+        self.namespaces
+            .iter()
+            .map(|ns| {
+                let capacity = ns.layout.capacity();
+                NamespaceInfo {
+                    name: ns.name.clone(),
+                    layout: ns.layout.name().to_owned(),
+                    fingerprint: ns.layout.fingerprint(),
+                    id_bits: ns.layout.id_bits(),
+                    js_safe: ns.layout.is_js_safe(),
+                    default_format: ns.layout.default_format().to_string(),
+                    generator_id: ns.generator_id(),
+                    ready: ns.is_ready(),
+                    runs_out: capacity.end,
+                    ids_per_second: capacity.ids_per_second_per_generator,
+                    generators: ns.layout.generator_count(),
+                    auth: ns.token().is_some(),
+                }
+            })
+            .collect()
+    }
+
+    /// The steps of the shutdown sequence taken so far.
+    pub fn shutdown_steps(&self) -> Vec<ShutdownStep> {
+        self.steps.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The current metrics, in the Prometheus text format.
+    pub fn render_metrics(&self) -> String {
+        let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges()).collect();
+        metrics::render(&gauges, &self.http_metrics, self.is_ready())
+    }
+
+    /// IDs of one namespace, in increasing order, bypassing the network: what the HTTP and gRPC
+    /// handlers call. At most `max_batch` per call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownNamespace`], [`Error::BadRequest`] for a count of 0 or above the cap,
+    /// and the issuing errors ([`Error::NotReady`], [`Error::Busy`],
+    /// [`Error::WindowExhausted`], ...).
+    pub async fn issue(
+        &self,
+        namespace: &str,
+        count: u64,
+    ) -> Result<Vec<idmint_core::AnyId>, Error> {
+        let max = self.config.max_batch;
+        if !(1..=max).contains(&count) {
+            return Err(Error::BadRequest(format!(
+                "`count` must be a whole number from 1 to {max}"
+            )));
+        }
+        let ns = self.namespace(namespace)?;
+        if count == 1 {
+            Ok(vec![ns.next(&self.clocks, self.config.max_wait_ms).await?])
+        } else {
+            ns.batch(&self.clocks, count, self.config.max_wait_ms).await
+        }
+    }
+
+    /// The layout of a namespace.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownNamespace`].
+    pub fn layout(&self, namespace: &str) -> Result<&idmint_core::Layout, Error> {
+        Ok(&self.namespace(namespace)?.layout)
+    }
+
+    /// The namespace that `/v1/next` and friends use: the first configured.
+    pub fn default_namespace(&self) -> &str {
+        self.namespaces.first().map_or(idmint_proto::DEFAULT_NAMESPACE, |ns| &ns.name)
+    }
+
+    pub(crate) fn namespace(&self, name: &str) -> Result<&Arc<Namespace>, Error> {
+        self.namespaces
+            .iter()
+            .find(|ns| ns.name == name)
+            .ok_or_else(|| Error::UnknownNamespace(name.chars().take(64).collect()))
+    }
+
+    pub(crate) fn namespace_list(&self) -> &[Arc<Namespace>] {
+        &self.namespaces
+    }
+
+    pub(crate) fn clocks(&self) -> &Clocks {
+        &self.clocks
+    }
+
+    pub(crate) fn http_metrics(&self) -> &HttpMetrics {
+        &self.http_metrics
+    }
+
+    fn step(&self, step: ShutdownStep) {
+        tracing::info!(?step, "shutdown");
+        self.steps.lock().unwrap_or_else(|p| p.into_inner()).push(step);
+    }
+
+    /// Turns readiness off: `/readyz` answers 503 from now on.
+    pub fn report_not_ready(&self) {
+        if !self.shutting_down.swap(true, Ordering::AcqRel) {
+            self.step(ShutdownStep::ReportedNotReady);
+        }
+    }
+
+    /// Stops the window tasks, stores every namespace's mark once more, and releases every
+    /// claim. Call it after requests have drained; [`serve`] does.
+    ///
+    /// # Errors
+    ///
+    /// The first coordination error; every namespace is still released.
+    pub async fn stop(&self) -> Result<(), Error> {
+        self.report_not_ready();
+        self.stop_tasks.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        let mut first_error = None;
+        for ns in &self.namespaces {
+            if let Err(e) = ns.deactivate(self.coordinator.as_ref()).await {
+                tracing::error!(namespace = %ns.name, error = %e, "could not persist or release");
+                first_error.get_or_insert(e);
+            }
+        }
+        self.step(ShutdownStep::Persisted);
+        self.step(ShutdownStep::Released);
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Serves the HTTP API of `server` on `listener` until `shutdown` is cancelled, then shuts
+/// down in order: stop accepting, report not ready, drain in-flight requests, persist marks,
+/// release claims.
+///
+/// # Errors
+///
+/// The error of the final persist-and-release step, if any. Accept errors are retried.
+pub async fn serve(
+    server: Arc<Server>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let router = http::router(Arc::clone(&server));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .max_buf_size(MAX_HEADER_BYTES)
+        .header_read_timeout(HEADER_TIMEOUT)
+        .timer(TokioTimer::new());
+    builder.http2().max_header_list_size(MAX_HEADER_BYTES as u32).timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = Arc::clone(&slots).acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { break };
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, _) = match accepted {
+            Ok(conn) => {
+                backoff = Duration::from_millis(1);
+                conn
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let watched = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = watched.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    server.step(ShutdownStep::StoppedAccepting);
+    server.report_not_ready();
+    let drain = Duration::from_millis(server.config.drain_ms);
+    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!(
+            drain_ms = server.config.drain_ms,
+            "in-flight requests did not finish in time"
+        );
+    }
+    server.step(ShutdownStep::Drained);
+    server.stop().await
+}
+
+/// Binds a TCP listener, with a clear error.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the address cannot be bound.
+pub async fn bind(addr: &str) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr).await.map_err(|e| Error::io(format!("cannot listen on {addr}"), e))
+}

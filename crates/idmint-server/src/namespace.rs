@@ -1,0 +1,355 @@
+//! One namespace at run time: its claim on a generator ID, its generator, the durable window
+//! (the high-water mark stored ahead of the clock), and the issuing of IDs under that window.
+//!
+//! The rule that makes restarts safe: before any ID with time `t` leaves the server, a mark
+//! `≥ t` is durably stored (the generator's ceiling is only ever raised to a stored mark), and a
+//! new holder of the generator ID starts strictly above the mark it reads.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use arc_swap::ArcSwapOption;
+use idmint_coord::{Claim, ClaimRequest, Coordinator, GeneratorIds};
+use idmint_core::{
+    Anchor, AnyGenerator, AnyId, DecimalId, FieldValue, GeneratorConfig, Layout, Next,
+};
+use tokio::{sync::Notify, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Error, NamespaceConfig, ServerConfig,
+    clock::Clocks,
+    metrics::{NamespaceGauges, NamespaceMetrics},
+};
+
+/// A namespace: configuration, metrics, and the active generator while a claim is held.
+#[derive(Debug)]
+pub(crate) struct Namespace {
+    pub(crate) name: String,
+    pub(crate) layout: Layout,
+    config: NamespaceConfig,
+    active: ArcSwapOption<Active>,
+    pub(crate) metrics: NamespaceMetrics,
+    /// Wakes the window task to extend the mark now.
+    extend: Notify,
+    /// Wakes requests that wait for an extension.
+    extended: Notify,
+}
+
+/// The generator of a held claim, with its clock and its stored mark.
+#[derive(Debug)]
+pub(crate) struct Active {
+    generator: AnyGenerator,
+    anchor: Anchor,
+    generator_id: u64,
+    /// The stored high-water mark; the generator's ceiling never exceeds it.
+    mark_ms: AtomicU64,
+    /// The last wall-clock reading, to see backward steps.
+    last_wall_ms: AtomicU64,
+    /// The claim on the generator ID.
+    claim: Claim,
+}
+
+impl Active {
+    /// Logical time now: never backwards, following the monotonic clock. Counts backward
+    /// steps of the wall clock on the way.
+    fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics) -> u64 {
+        let wall = clocks.wall_ms();
+        let previous = self.last_wall_ms.swap(wall, Ordering::Relaxed);
+        if wall < previous {
+            metrics.clock_backward(previous - wall);
+        }
+        self.anchor.now_ms(wall, clocks.mono_ms())
+    }
+}
+
+impl Namespace {
+    pub(crate) fn new(config: NamespaceConfig) -> Result<Self, Error> {
+        let layout = config.resolve_layout()?;
+        Ok(Namespace {
+            name: config.name.clone(),
+            layout,
+            config,
+            active: ArcSwapOption::empty(),
+            metrics: NamespaceMetrics::default(),
+            extend: Notify::new(),
+            extended: Notify::new(),
+        })
+    }
+
+    /// The bearer token this namespace requires, if any.
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.config.token.as_deref()
+    }
+
+    /// Whether the namespace holds a claim and can issue.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.active.load().is_some()
+    }
+
+    /// The generator ID held, if any.
+    pub(crate) fn generator_id(&self) -> Option<u64> {
+        self.active.load().as_ref().map(|a| a.generator_id)
+    }
+
+    pub(crate) fn gauges(&self) -> NamespaceGauges<'_> {
+        let active = self.active.load();
+        NamespaceGauges {
+            name: &self.name,
+            ready: active.is_some(),
+            generator_id: active.as_ref().map(|a| a.generator_id),
+            ahead_of_wall_ms: active.as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms()),
+            metrics: &self.metrics,
+        }
+    }
+
+    /// Claims a generator ID, starts a generator above the stored mark, stores the first
+    /// window, and only then makes the namespace ready.
+    pub(crate) async fn activate(
+        &self,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<(), Error> {
+        let ids = match self.config.generator_id {
+            Some(id) => GeneratorIds::Fixed(id),
+            None => GeneratorIds::Pool { count: self.layout.generator_count() },
+        };
+        let request = ClaimRequest::new(&self.name, ids, &self.layout.fingerprint())
+            .with_holder(clocks.holder_description());
+        let claim = coordinator.claim(&request).await?;
+        NamespaceMetrics::add(&self.metrics.claims, 1);
+        match self.start_generator(claim, coordinator, clocks, server).await {
+            Ok(active) => {
+                self.active.store(Some(Arc::new(active)));
+                Ok(())
+            }
+            Err((claim, e)) => {
+                // Give the generator ID back; the error is what the caller needs to see.
+                let _ = coordinator.release(&claim).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_generator(
+        &self,
+        claim: Claim,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<Active, (Claim, Error)> {
+        match self.prepare(&claim, coordinator, clocks, server).await {
+            Ok((generator, anchor, mark)) => Ok(self.active_state(generator, anchor, claim, mark)),
+            Err(e) => Err((claim, e)),
+        }
+    }
+
+    /// Builds the generator and stores the first mark (or launch ID) for a fresh claim.
+    async fn prepare(
+        &self,
+        claim: &Claim,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<(AnyGenerator, Anchor, u64), Error> {
+        let mut node = self.layout.identity(claim.generator_id())?;
+        node.extend(self.config.field_values());
+        let wall = clocks.wall_ms();
+        if self.layout.name() == DecimalId::NAME {
+            // DecimalId has no clock: its mark is its launch log. Every start takes the next
+            // launch ID and stores it before issuing, so a restart never repeats one.
+            let launch = claim.mark_ms().unwrap_or(0) + 1;
+            if launch > DecimalId::MAX_LAUNCH_ID {
+                return Err(Error::Core(idmint_core::Error::CounterExhausted {
+                    what: "decimal-id launch ids",
+                    capacity: DecimalId::MAX_LAUNCH_ID,
+                }));
+            }
+            node.retain(|(name, _)| name != "launch_id");
+            node.push(("launch_id".to_owned(), FieldValue::Number(launch)));
+            coordinator.store_mark(claim, launch).await?;
+            let generator = self.layout.generator(&node, &GeneratorConfig::default())?;
+            return Ok((generator, Anchor::new(0, wall, clocks.mono_ms()), launch));
+        }
+        let floor = claim.mark_ms().map_or(0, |mark| mark + 1);
+        let ahead = floor.saturating_sub(wall);
+        if ahead > server.max_ahead_ms && !server.allow_ahead {
+            return Err(Error::MarkTooFarAhead {
+                namespace: self.name.clone(),
+                ahead_ms: ahead,
+                limit_ms: server.max_ahead_ms,
+            });
+        }
+        let anchor = Anchor::new(floor, wall, clocks.mono_ms());
+        let config = GeneratorConfig {
+            start_above_ms: claim.mark_ms(),
+            borrow_ms: self.config.borrow_ms,
+            ..GeneratorConfig::default()
+        };
+        let generator = self.layout.generator(&node, &config)?;
+        let now = anchor.now_ms(wall, clocks.mono_ms());
+        let mark = now + server.window_ms;
+        coordinator.store_mark(claim, mark).await?;
+        generator.set_ceiling_ms(mark)?;
+        if ahead > 0 {
+            tracing::warn!(namespace = %self.name, ahead_ms = ahead, "starting above a high-water mark that is ahead of the clock");
+        }
+        Ok((generator, anchor, mark))
+    }
+
+    fn active_state(
+        &self,
+        generator: AnyGenerator,
+        anchor: Anchor,
+        claim: Claim,
+        mark: u64,
+    ) -> Active {
+        self.metrics.mark_ms.store(mark, Ordering::Relaxed);
+        tracing::info!(namespace = %self.name, generator_id = claim.generator_id(), mark_ms = mark, "namespace ready");
+        Active {
+            generator,
+            anchor,
+            generator_id: claim.generator_id(),
+            mark_ms: AtomicU64::new(mark),
+            last_wall_ms: AtomicU64::new(0),
+            claim,
+        }
+    }
+
+    /// Keeps the stored mark at least half a window ahead, until `shutdown`.
+    pub(crate) async fn maintain_window(
+        self: Arc<Self>,
+        coordinator: Arc<dyn Coordinator>,
+        clocks: Arc<Clocks>,
+        window_ms: u64,
+        shutdown: CancellationToken,
+    ) {
+        let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(tick) => {}
+                () = self.extend.notified() => {}
+            }
+            if let Some(active) = self.active.load_full() {
+                self.extend_if_needed(&active, coordinator.as_ref(), &clocks, window_ms).await;
+            }
+        }
+    }
+
+    async fn extend_if_needed(
+        &self,
+        active: &Active,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        window_ms: u64,
+    ) {
+        let Some(last) = active.generator.last_ms() else { return };
+        let base = active.now(clocks, &self.metrics).max(last);
+        let mark = active.mark_ms.load(Ordering::Acquire);
+        if mark >= base + window_ms / 2 {
+            return;
+        }
+        let new_mark = base + window_ms;
+        let result = coordinator.store_mark(&active.claim, new_mark).await;
+        match result
+            .map_err(Error::from)
+            .and_then(|()| Ok(active.generator.set_ceiling_ms(new_mark)?))
+        {
+            Ok(()) => {
+                active.mark_ms.store(new_mark, Ordering::Release);
+                self.metrics.mark_ms.store(new_mark, Ordering::Relaxed);
+                NamespaceMetrics::add(&self.metrics.mark_extensions, 1);
+                self.extended.notify_waiters();
+            }
+            Err(e) => {
+                NamespaceMetrics::add(&self.metrics.mark_failures, 1);
+                tracing::warn!(namespace = %self.name, error = %e, "could not extend the high-water mark");
+            }
+        }
+    }
+
+    /// One ID, waiting at most `max_wait_ms` for the generator.
+    pub(crate) async fn next(&self, clocks: &Clocks, max_wait_ms: u64) -> Result<AnyId, Error> {
+        let mut ids = self.issue(clocks, 1, max_wait_ms).await?;
+        NamespaceMetrics::add(&self.metrics.requests, 1);
+        ids.pop().ok_or_else(|| Error::NotReady(self.name.clone()))
+    }
+
+    /// `count` IDs in increasing order, waiting at most `max_wait_ms` in all.
+    pub(crate) async fn batch(
+        &self,
+        clocks: &Clocks,
+        count: u64,
+        max_wait_ms: u64,
+    ) -> Result<Vec<AnyId>, Error> {
+        let ids = self.issue(clocks, count, max_wait_ms).await?;
+        NamespaceMetrics::add(&self.metrics.requests, 1);
+        NamespaceMetrics::add(&self.metrics.batches, 1);
+        Ok(ids)
+    }
+
+    /// Reserves IDs until `count` are in hand, with the waiting rules of a request.
+    pub(crate) async fn issue(
+        &self,
+        clocks: &Clocks,
+        count: u64,
+        max_wait_ms: u64,
+    ) -> Result<Vec<AnyId>, Error> {
+        let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
+        let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(1 << 20));
+        while (ids.len() as u64) < count {
+            let active =
+                self.active.load_full().ok_or_else(|| Error::NotReady(self.name.clone()))?;
+            let now = active.now(clocks, &self.metrics);
+            match active.generator.next_batch(now, count - ids.len() as u64) {
+                Ok(Next::Ready(batch)) => ids.extend(batch),
+                Ok(Next::Wait { until_ms }) => {
+                    NamespaceMetrics::add(&self.metrics.sequence_exhaustions, 1);
+                    let wait = until_ms.saturating_sub(now).max(1);
+                    let wake = Instant::now() + Duration::from_millis(wait);
+                    if wake > deadline {
+                        return Err(Error::Busy { namespace: self.name.clone(), wait_ms: wait });
+                    }
+                    tokio::time::sleep_until(wake).await;
+                    NamespaceMetrics::add(&self.metrics.waited_ms, wait);
+                }
+                Err(idmint_core::Error::WindowExhausted { .. }) => {
+                    // The stored mark is used up: ask for an extension and wait for it, but
+                    // never issue past the mark.
+                    NamespaceMetrics::add(&self.metrics.window_exhausted, 1);
+                    let extended = self.extended.notified();
+                    self.extend.notify_one();
+                    if tokio::time::timeout_at(deadline, extended).await.is_err() {
+                        return Err(Error::WindowExhausted {
+                            namespace: self.name.clone(),
+                            retry_after_ms: 1_000,
+                        });
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        NamespaceMetrics::add(&self.metrics.ids_issued, ids.len() as u64);
+        Ok(ids)
+    }
+
+    /// Stops issuing, stores the final mark, and releases the claim (the mark stays).
+    pub(crate) async fn deactivate(&self, coordinator: &dyn Coordinator) -> Result<(), Error> {
+        let Some(active) = self.active.swap(None) else { return Ok(()) };
+        // Every issued ID lies at or below the stored mark already (the ceiling is never above
+        // it); storing it once more makes sure it is durable before the claim goes.
+        let mark = active.mark_ms.load(Ordering::Acquire);
+        let persisted = coordinator.store_mark(&active.claim, mark).await;
+        let released = coordinator.release(&active.claim).await;
+        persisted?;
+        released?;
+        Ok(())
+    }
+}
