@@ -166,6 +166,10 @@ pub(crate) enum PackKind {
     LableSequential,
 }
 
+/// Where LableOrg's sequence and (time-sequential) timestamp start.
+const LABLE_SEQUENCE_SHIFT: u32 = 16;
+const LABLE_TIMESTAMP_SHIFT: u32 = 22;
+
 /// Everything needed to turn pairs into IDs; `Copy`, so batches carry their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Packer {
@@ -176,6 +180,16 @@ pub(crate) struct Packer {
 }
 
 impl Packer {
+    /// How much a packed ID grows when the sequence grows by one within a tick, or 0 when
+    /// that is not a constant.
+    fn step(&self) -> u64 {
+        match self.kind {
+            PackKind::Bits { seq_shift, .. } => 1 << seq_shift,
+            PackKind::LableSpread | PackKind::LableSequential => 1 << LABLE_SEQUENCE_SHIFT,
+            PackKind::TraceId => 0,
+        }
+    }
+
     #[inline]
     fn pack(&self, pair: u64) -> u64 {
         let tick = pair >> self.seq_bits;
@@ -185,8 +199,12 @@ impl Packer {
                 (tick & time_mask) << time_shift | self.node_bits | seq << seq_shift
             }
             PackKind::TraceId => crate::trace_id::pack_generated(tick, self.node_bits, seq),
-            PackKind::LableSpread => tick.reverse_bits() | seq << 16 | self.node_bits,
-            PackKind::LableSequential => tick << 22 | seq << 16 | self.node_bits,
+            PackKind::LableSpread => {
+                tick.reverse_bits() | seq << LABLE_SEQUENCE_SHIFT | self.node_bits
+            }
+            PackKind::LableSequential => {
+                tick << LABLE_TIMESTAMP_SHIFT | seq << LABLE_SEQUENCE_SHIFT | self.node_bits
+            }
         }
     }
 }
@@ -359,6 +377,8 @@ impl<I: GeneratedId> Generator<I> {
             remaining: count,
             seq_limit: self.seq.seq_limit(),
             packer: self.packer,
+            id: self.packer.pack(first),
+            step: self.packer.step(),
             _id: PhantomData,
         }))
     }
@@ -490,6 +510,11 @@ pub struct Batch<I = u64> {
     remaining: u64,
     seq_limit: u64,
     packer: Packer,
+    /// The packed ID of `pair`, kept up to date when `step` is not 0.
+    id: u64,
+    /// How much the packed ID grows from one sequence value to the next within a tick, or 0
+    /// when it does not grow by a constant (TraceId) and every ID is packed afresh.
+    step: u64,
     _id: PhantomData<fn() -> I>,
 }
 
@@ -510,15 +535,18 @@ impl<I: GeneratedId> Iterator for Batch<I> {
         if self.remaining == 0 {
             return None;
         }
-        let id = I::from_generated(self.packer.pack(self.pair));
         self.remaining -= 1;
-        let seq = self.pair & ((1 << self.packer.seq_bits) - 1);
-        self.pair = if seq + 1 < self.seq_limit {
-            self.pair + 1
-        } else {
-            ((self.pair >> self.packer.seq_bits) + 1) << self.packer.seq_bits
-        };
-        Some(id)
+        let raw = if self.step == 0 { self.packer.pack(self.pair) } else { self.id };
+        let mask = (1 << self.packer.seq_bits) - 1;
+        if (self.pair & mask) + 1 < self.seq_limit {
+            // Same tick: the next ID is this one plus a constant.
+            self.pair += 1;
+            self.id = self.id.wrapping_add(self.step);
+        } else if self.remaining > 0 {
+            self.pair = ((self.pair >> self.packer.seq_bits) + 1) << self.packer.seq_bits;
+            self.id = self.packer.pack(self.pair);
+        }
+        Some(I::from_generated(raw))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

@@ -41,6 +41,8 @@ pub(crate) struct Sequencer {
     /// The highest tick that may be issued: the durable high-water mark, or `max_tick`.
     ceiling: AtomicU64,
     seq_bits: u32,
+    /// `2^seq_bits − 1`: the sequence part of a pair.
+    seq_mask: u64,
     /// Sequence values are `0..seq_limit` (`seq_limit <= 2^seq_bits`).
     seq_limit: u64,
     timing: Timing,
@@ -64,6 +66,7 @@ impl Sequencer {
             state: AtomicU64::new(state),
             ceiling: AtomicU64::new(timing.max_tick),
             seq_bits,
+            seq_mask: (1u64 << seq_bits) - 1,
             seq_limit,
             timing,
         }
@@ -80,10 +83,17 @@ impl Sequencer {
     /// The tick of a clock reading.
     #[inline]
     pub(crate) fn tick_of(&self, now_ms: u64) -> Result<u64, Error> {
-        let since = now_ms
-            .checked_sub(self.timing.epoch_ms)
-            .ok_or(Error::BeforeEpoch { now_ms, epoch_ms: self.timing.epoch_ms })?;
+        if now_ms < self.timing.epoch_ms {
+            return Err(self.before_epoch(now_ms));
+        }
+        let since = now_ms - self.timing.epoch_ms;
         Ok(if self.timing.tick_ms == 1 { since } else { since / self.timing.tick_ms })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn before_epoch(&self, now_ms: u64) -> Error {
+        Error::BeforeEpoch { now_ms, epoch_ms: self.timing.epoch_ms }
     }
 
     /// The Unix ms at which `tick` begins.
@@ -112,9 +122,21 @@ impl Sequencer {
         let ceiling = self.ceiling.load(Ordering::Relaxed);
         let mut last = self.state.load(Ordering::Relaxed);
         loop {
-            let first = match self.successor(last, now_tick, ceiling)? {
-                Step::Go(first) => first,
-                Step::WaitUntil(until_ms) => return Ok(Next::Wait { until_ms }),
+            let last_tick = last >> self.seq_bits;
+            // The two common cases first: room left in the current tick, or a new tick. Both
+            // stay within the ceiling and need no waiting; everything else is `successor`'s.
+            let first = if now_tick == last_tick
+                && (last & self.seq_mask) + 1 < self.seq_limit
+                && last_tick <= ceiling
+            {
+                last + 1
+            } else if now_tick > last_tick && now_tick <= ceiling {
+                now_tick << self.seq_bits
+            } else {
+                match self.successor(last, now_tick, ceiling)? {
+                    Step::Go(first) => first,
+                    Step::WaitUntil(until_ms) => return Ok(Next::Wait { until_ms }),
+                }
             };
             match self.state.compare_exchange_weak(last, first, Ordering::AcqRel, Ordering::Relaxed)
             {
@@ -155,8 +177,8 @@ impl Sequencer {
         }
     }
 
-    /// The pair after `last`, or a wait, or an error.
-    #[inline]
+    /// The pair after `last`, or a wait, or an error: every case, the rare ones included.
+    #[inline(never)]
     fn successor(&self, last: u64, now_tick: u64, ceiling: u64) -> Result<Step, Error> {
         let last_tick = last >> self.seq_bits;
         let next = if now_tick > last_tick {
@@ -170,7 +192,7 @@ impl Sequencer {
             if behind > self.timing.backward_ticks.saturating_add(self.timing.borrow_ticks) {
                 return Err(self.backward(behind));
             }
-            if (last & self.seq_mask()) + 1 < self.seq_limit {
+            if (last & self.seq_mask) + 1 < self.seq_limit {
                 last + 1
             } else if last_tick >= ceiling {
                 // Checked before shifting: at the state word's last tick the shift would wrap
@@ -192,6 +214,7 @@ impl Sequencer {
     }
 
     #[cold]
+    #[inline(never)]
     fn backward(&self, behind_ticks: u64) -> Error {
         Error::ClockBackward {
             behind_ms: behind_ticks.saturating_mul(self.timing.tick_ms),
@@ -200,6 +223,7 @@ impl Sequencer {
     }
 
     #[cold]
+    #[inline(never)]
     fn above_ceiling(&self, ceiling: u64) -> Error {
         if ceiling >= self.timing.max_tick {
             Error::TimeExhausted {
@@ -210,15 +234,10 @@ impl Sequencer {
         }
     }
 
-    #[inline]
-    fn seq_mask(&self) -> u64 {
-        (1u64 << self.seq_bits) - 1
-    }
-
     /// Splits a packed pair into (tick, seq).
     #[inline]
     pub(crate) fn split(&self, pair: u64) -> (u64, u64) {
-        (pair >> self.seq_bits, pair & self.seq_mask())
+        (pair >> self.seq_bits, pair & self.seq_mask)
     }
 
     /// The pair `k` places after `pair`.
