@@ -14,15 +14,15 @@ use tokio_util::sync::CancellationToken;
 /// Flags of `idmint serve`. Each can also come from the environment variable it names, and
 /// most from the configuration file; a flag beats the environment, which beats the file.
 #[derive(Debug, Parser)]
-#[command(after_help = "Examples:
+#[command(after_help = "The configuration file (TOML) holds `listen`, `data_dir`, `log`, and a
+[server] table with the server's limits and its [[server.namespaces]]; see the README.
+Once it runs, `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs.
+
+Examples:
   idmint serve
   idmint serve --listen 0.0.0.0:8080 --data-dir /var/lib/idmint
   idmint serve --layout js53 --generator-id 3 --token \"$SECRET\"
-  idmint serve --config idmint.toml
-  curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'
-
-The configuration file (TOML) holds `listen`, `data_dir`, and a [server] table with the
-server's limits and its [[server.namespaces]]; see the README.")]
+  idmint serve --config idmint.toml")]
 pub(crate) struct Args {
     /// Address for the HTTP API [default: 127.0.0.1:8080].
     #[arg(long, env = "IDMINT_LISTEN", value_name = "ADDR")]

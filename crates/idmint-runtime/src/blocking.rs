@@ -277,7 +277,7 @@ mod tests {
     impl Wait for Sometimes<'_> {
         fn wait_until(&self, _until_ms: u64) {
             self.calls.set(self.calls.get() + 1);
-            if self.calls.get() % self.every == 0 {
+            if self.calls.get().is_multiple_of(self.every) {
                 self.clock.advance(1);
             }
         }

@@ -66,10 +66,10 @@ mod tests {
             }
             stall.after_wait(reading);
         }
-        if outcome.is_none() {
-            if let Err(Error::ClockStalled { waits, now_ms, .. }) = stall.before_wait(until_ms) {
-                outcome = Some((waits, now_ms));
-            }
+        if outcome.is_none()
+            && let Err(Error::ClockStalled { waits, now_ms, .. }) = stall.before_wait(until_ms)
+        {
+            outcome = Some((waits, now_ms));
         }
         assert_eq!(outcome, expected, "limit {limit}, readings {readings:?}");
     }
