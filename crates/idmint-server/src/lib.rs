@@ -166,7 +166,7 @@ impl Server {
             server.tasks.spawn(Arc::clone(ns).maintain_window(
                 Arc::clone(&server.coordinator),
                 Arc::clone(&server.clocks),
-                server.config.window_ms,
+                Arc::new(server.config.clone()),
                 server.stop_tasks.clone(),
             ));
         }
@@ -391,4 +391,67 @@ pub async fn serve(
 /// [`Error::Io`] when the address cannot be bound.
 pub async fn bind(addr: &str) -> Result<TcpListener, Error> {
     TcpListener::bind(addr).await.map_err(|e| Error::io(format!("cannot listen on {addr}"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::HashSet, sync::Arc, time::Duration};
+
+    use idmint_coord::MemoryCoordinator;
+    use idmint_core::{AnyId, ManualClock};
+
+    use crate::{Server, ServerConfig};
+
+    fn raw(ids: &[AnyId]) -> Vec<u64> {
+        ids.iter()
+            .map(|id| match id {
+                AnyId::U64(v) => *v,
+                AnyId::U128(_) => panic!("snowflake ids are 64-bit"),
+            })
+            .collect()
+    }
+
+    /// A claim taken away (an expired lease) leaves the namespace serving only inside the
+    /// window it already stored; then it goes not ready, claims again, and continues above the
+    /// stored mark with fresh state.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_claim_serves_only_its_window_then_claims_again() {
+        let coordinator = MemoryCoordinator::new();
+        let wall = Arc::new(ManualClock::new(1_700_000_000_000));
+        let config = ServerConfig { window_ms: 1_000, ..ServerConfig::default() };
+        let server = Server::start(config, Arc::new(coordinator.clone()), wall.clone())
+            .await
+            .expect("start");
+        let before = raw(&server.issue("default", 100).await.expect("issue"));
+        let mark = coordinator.mark("default", 0).expect("a stored mark");
+
+        assert!(coordinator.revoke("default", 0));
+        // Inside the stored window, issuing goes on (nobody else can use these times).
+        let inside = raw(&server.issue("default", 100).await.expect("issue inside the window"));
+        assert!(server.is_ready());
+
+        // Past the window: no ID may be issued with this claim any more.
+        wall.advance(1_500);
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        let mut reclaimed = false;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if server.render_metrics().contains("idmint_claims_lost_total{namespace=\"default\"} 1") {
+                reclaimed = server.is_ready();
+                if reclaimed {
+                    break;
+                }
+            }
+        }
+        assert!(reclaimed, "the namespace should have claimed again:\n{}", server.render_metrics());
+        let after = raw(&server.issue("default", 100).await.expect("issue after claiming again"));
+
+        let all: Vec<u64> = before.iter().chain(&inside).chain(&after).copied().collect();
+        assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len(), "duplicate ids");
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "ids must keep increasing");
+        let new_mark = coordinator.mark("default", 0).expect("mark");
+        assert!(new_mark > mark, "the new claim stored a higher mark");
+        let mark_tick = mark - idmint_core::Snowflake::EPOCH_MS;
+        assert!(after.iter().all(|id| id >> 22 > mark_tick), "new ids start above the old mark");
+    }
 }

@@ -24,6 +24,7 @@ pub(crate) struct NamespaceMetrics {
     pub(crate) mark_extensions: AtomicU64,
     pub(crate) mark_failures: AtomicU64,
     pub(crate) claims: AtomicU64,
+    pub(crate) claims_lost: AtomicU64,
 }
 
 impl NamespaceMetrics {
@@ -169,6 +170,13 @@ pub(crate) fn render(
     per_ns(&mut out, "idmint_claims_total", "counter", "Generator-ID claims taken.", &|n| {
         load(&n.metrics.claims)
     });
+    per_ns(
+        &mut out,
+        "idmint_claims_lost_total",
+        "counter",
+        "Claims lost or lapsed, after which the namespace claimed again.",
+        &|n| load(&n.metrics.claims_lost),
+    );
     per_ns(
         &mut out,
         "idmint_namespace_ready",

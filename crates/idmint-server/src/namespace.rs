@@ -14,7 +14,7 @@ use std::{
 };
 
 use arc_swap::ArcSwapOption;
-use idmint_coord::{Claim, ClaimRequest, Coordinator, GeneratorIds};
+use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator, GeneratorIds};
 use idmint_core::{
     Anchor, AnyGenerator, AnyId, DecimalId, FieldValue, GeneratorConfig, Layout, Next,
 };
@@ -26,6 +26,19 @@ use crate::{
     clock::Clocks,
     metrics::{NamespaceGauges, NamespaceMetrics},
 };
+
+/// The first and the longest wait between attempts to claim a generator ID again.
+const RECLAIM_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const RECLAIM_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Whether a claim may still be extended: held, and not past its local deadline.
+fn claim_usable(state: ClaimState) -> bool {
+    match state {
+        ClaimState::Held { until: None } => true,
+        ClaimState::Held { until: Some(deadline) } => std::time::Instant::now() < deadline,
+        ClaimState::Lost => false,
+    }
+}
 
 /// A namespace: configuration, metrics, and the active generator while a claim is held.
 #[derive(Debug)]
@@ -222,23 +235,51 @@ impl Namespace {
         }
     }
 
-    /// Keeps the stored mark at least half a window ahead, until `shutdown`.
+    /// Keeps the stored mark at least half a window ahead while the claim is held, until
+    /// `shutdown`. When the claim is lost or lapses (a lease not renewed in time), it stops
+    /// extending and lets the namespace serve only inside the window already stored; once that
+    /// is used up, the namespace reports not ready and claims a generator ID again (possibly
+    /// another one), with a fresh generator above that ID's mark.
     pub(crate) async fn maintain_window(
         self: Arc<Self>,
         coordinator: Arc<dyn Coordinator>,
         clocks: Arc<Clocks>,
-        window_ms: u64,
+        server: Arc<ServerConfig>,
         shutdown: CancellationToken,
     ) {
+        let window_ms = server.window_ms;
         let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
+        let mut retry = RECLAIM_BACKOFF_MIN;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(tick) => {}
                 () = self.extend.notified() => {}
             }
-            if let Some(active) = self.active.load_full() {
+            let Some(active) = self.active.load_full() else {
+                // Not ready: claim again, backing off while claims fail.
+                match self.activate(coordinator.as_ref(), &clocks, &server).await {
+                    Ok(()) => retry = RECLAIM_BACKOFF_MIN,
+                    Err(e) => {
+                        tracing::warn!(namespace = %self.name, error = %e, "could not claim a generator id; retrying");
+                        tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            () = tokio::time::sleep(retry) => {}
+                        }
+                        retry = (retry * 2).min(RECLAIM_BACKOFF_MAX);
+                    }
+                }
+                continue;
+            };
+            if claim_usable(active.claim.state()) {
                 self.extend_if_needed(&active, coordinator.as_ref(), &clocks, window_ms).await;
+            } else if active.now(&clocks, &self.metrics) > active.mark_ms.load(Ordering::Acquire) {
+                // The claim is gone and its stored window is used up: nothing more can be
+                // issued safely with this generator ID. Drop all of its state.
+                tracing::warn!(namespace = %self.name, generator_id = active.generator_id, "claim lost and window used up; claiming again");
+                self.active.store(None);
+                NamespaceMetrics::add(&self.metrics.claims_lost, 1);
+                let _ = coordinator.release(&active.claim).await;
             }
         }
     }
