@@ -12,8 +12,10 @@
 //! | --- | --- | --- | --- |
 //! | [`FileCoordinator`] | an exclusive `flock` per (directory, namespace, generator ID) | a JSON file, written with fsync and an atomic rename | one machine, the default |
 //! | [`MemoryCoordinator`] | a map | a map | tests; the reference implementation |
+//! | `EtcdCoordinator` (feature `etcd`) | a key per (namespace, generator ID) on the claim's own etcd lease, created by a create-if-absent transaction; its create revision is the fencing token | a plain key, written by a transaction that compares the claim's token and the mark's last revision | several servers; `Scheme::LableOrg` shares LableOrg's `uniqueid-etcd` pool |
 //!
-//! Every backend passes the same conformance suite (`conformance`, feature `test-util`).
+//! Every backend passes the same conformance suite (`conformance`, feature `test-util`);
+//! `testing` (same feature) starts real services such as etcd for those tests.
 //!
 //! # Example
 //!
@@ -38,13 +40,19 @@
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod file;
 mod memory;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 use std::{fmt, time::Instant};
 
 use tokio::sync::watch;
 
+#[cfg(feature = "etcd")]
+pub use crate::etcd::{EtcdCoordinator, EtcdOptions, Scheme};
 pub use crate::{error::Error, file::FileCoordinator, memory::MemoryCoordinator};
 
 /// Which generator IDs a claimant accepts.

@@ -1,0 +1,770 @@
+//! The etcd backend (feature `etcd`): claims are keys attached to leases, marks are plain keys
+//! written by fenced transactions (`reliability.md` §3, the window-fence protocol).
+//!
+//! This module owns the key layout, the claim and mark transactions and the mapping of etcd
+//! errors into [`Error`]; `lease` owns lease grants, keep-alives and the local deadline, and
+//! `lableorg` the claim procedure that interoperates with LableOrg's `uniqueid-etcd`. Nothing
+//! here trusts a lease for uniqueness: every mark write compares the claim key's create
+//! revision, so a holder whose lease lapsed cannot write.
+
+mod lableorg;
+mod lease;
+
+use std::{
+    collections::{HashMap, HashSet},
+    fmt,
+    future::Future,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    TxnResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::{
+    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds,
+    etcd::lease::{Kept, Lease},
+};
+
+/// The backend name in errors, logs and [`Coordinator::name`].
+const BACKEND: &str = "etcd";
+
+/// How claims and marks are laid out in etcd.
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::Scheme;
+///
+/// // Interoperate with LableOrg generators that use the jetcd namespace `unique-id/`.
+/// let scheme = Scheme::LableOrg { namespace_prefix: "unique-id/".into() };
+/// assert_ne!(scheme, Scheme::Native);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Scheme {
+    /// idmint's own layout, under [`EtcdOptions::prefix`], per namespace and generator ID:
+    ///
+    /// | key | lease | value |
+    /// | --- | --- | --- |
+    /// | `<prefix><namespace>/claim/<id>` | the claim's own lease | the holder description |
+    /// | `<prefix><namespace>/mark/<id>` | none | JSON `{"mark_ms": …, "layout": "…"}` |
+    ///
+    /// `<id>` is the generator ID in decimal.
+    #[default]
+    Native,
+    /// LableOrg's `uniqueid-etcd` claim protocol, byte for byte, so that idmint servers and
+    /// LableOrg generators can share one pool of (cluster ID, generator ID) pairs. All keys are
+    /// relative to `namespace_prefix` (the jetcd client's namespace, e.g. `unique-id/`);
+    /// [`EtcdOptions::prefix`] is not used:
+    ///
+    /// | key | lease | value | read by LableOrg |
+    /// | --- | --- | --- | --- |
+    /// | `cluster-id` | none | comma-separated cluster IDs; written as `0` when absent | yes |
+    /// | `unique-id-resource-lock/…` | the claim's lease | etcd's lock, held while scanning | yes |
+    /// | `pool/<cluster>:<generator>` | the claim's lease, TTL 5 s | empty | yes |
+    /// | `idmint/holder/<cluster>:<generator>` | the claim's lease | the holder description | no |
+    /// | `idmint/mark/<cluster>:<generator>` | none | JSON mark, as in [`Scheme::Native`] | no |
+    ///
+    /// The claim's generator ID is `cluster·2048 + generator`, as `Layout::identity` of the
+    /// `lable` layout expects; only pairs whose identity the request accepts are tried, in
+    /// LableOrg's order (cluster IDs as listed, then generator IDs ascending).
+    ///
+    /// `{namespace}` in `namespace_prefix` is replaced by the claim's namespace, to give each
+    /// idmint namespace its own pool; without it, every namespace claimed through this
+    /// coordinator shares the one pool (as LableOrg generators on one jetcd namespace do).
+    ///
+    /// The mark keys are fenced as in the native scheme (by the pool key's create revision),
+    /// so idmint servers never repeat an ID even where a LableOrg generator could. What we
+    /// deliberately do not copy: LableOrg closes every claim 30 s after taking it and revokes
+    /// its lease 2 s later (we hold a claim for as long as its lease is kept alive, and revoke
+    /// on release); and when the pool is full, LableOrg watches `pool/` for up to 5 minutes,
+    /// whereas [`Coordinator::claim`] fails at once with [`Error::PoolExhausted`] (the server
+    /// retries with backoff).
+    LableOrg {
+        /// The jetcd namespace LableOrg's clients use, e.g. `unique-id/` (its tests) or
+        /// `unique-id-generator/` (its README). Include the trailing `/`.
+        namespace_prefix: String,
+    },
+}
+
+/// Settings of an [`EtcdCoordinator`]. Build it with struct-update syntax from
+/// [`EtcdOptions::default`].
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use idmint_coord::EtcdOptions;
+///
+/// let options = EtcdOptions {
+///     lease_ttl_secs: 2,
+///     margin: Duration::from_millis(500),
+///     ..EtcdOptions::default()
+/// };
+/// assert_eq!(options.prefix, "idmint/");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdOptions {
+    /// Where the native scheme's keys live. Default `idmint/`.
+    pub prefix: String,
+    /// The TTL asked for each claim's lease, in seconds. Default 10. etcd raises TTLs below
+    /// its minimum (⌈1.5 × election timeout⌉, 2 s with default settings); the granted TTL is
+    /// the one used. Keep-alives are sent every TTL/3. Ignored by [`Scheme::LableOrg`], whose
+    /// leases have a TTL of 5 s.
+    pub lease_ttl_secs: u32,
+    /// Subtracted from the lease's expiry to get the claim's local deadline, published as
+    /// [`ClaimState::Held`]`{ until }`:
+    /// `until = send time of the last acknowledged keep-alive + TTL − margin`.
+    /// Default 1 s; at most half the TTL.
+    ///
+    /// Why 1 s: the server starts its TTL no earlier than it receives the keep-alive, which is
+    /// after we sent it, and etcd extends (never shortens) leases on leader changes, so
+    /// `send + TTL` is already a lower bound of the lease's life. What is left to cover is the
+    /// difference between the two machines' clock rates (parts per million) and the time
+    /// between a caller checking the deadline and acting on it (scheduling, a short stall),
+    /// which 1 s, etcd's default election timeout, covers generously while leaving 5.7 s of a
+    /// 10 s lease for retrying keep-alives. TTL/5 would be 2 s at TTL 10 and too tight at
+    /// TTL 2. Uniqueness does not depend on this value (the mark fence does); it only decides
+    /// how early a holder stops extending its window.
+    pub margin: Duration,
+    /// How long one etcd request may take. Default 5 s. Keep-alives are also cut off at the
+    /// claim's deadline.
+    pub request_timeout: Duration,
+    /// How long connecting may take. Default 5 s.
+    pub connect_timeout: Duration,
+    /// How long a [`Scheme::LableOrg`] claim waits for `unique-id-resource-lock`. Default 15 s:
+    /// a LableOrg process that died holding the lock frees it when its 5 s lease expires.
+    pub lock_timeout: Duration,
+    /// How claims and marks are laid out. Default [`Scheme::Native`].
+    pub scheme: Scheme,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        EtcdOptions {
+            prefix: "idmint/".into(),
+            lease_ttl_secs: 10,
+            margin: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            lock_timeout: Duration::from_secs(15),
+            scheme: Scheme::Native,
+        }
+    }
+}
+
+impl EtcdOptions {
+    /// The lease TTL this scheme asks for.
+    fn ttl_secs(&self) -> i64 {
+        match self.scheme {
+            Scheme::Native => i64::from(self.lease_ttl_secs),
+            Scheme::LableOrg { .. } => lableorg::LEASE_TTL_SECS,
+        }
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        let invalid = |reason: String| Err(Error::InvalidRequest(reason));
+        if self.ttl_secs() < 1 {
+            return invalid("the etcd lease ttl must be at least 1 s".into());
+        }
+        let ttl = Duration::from_secs(self.ttl_secs().unsigned_abs());
+        if self.margin > ttl / 2 {
+            return invalid(format!(
+                "the etcd deadline margin {:?} must be at most half the lease ttl {ttl:?}",
+                self.margin
+            ));
+        }
+        if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return invalid("etcd timeouts must not be zero".into());
+        }
+        Ok(())
+    }
+}
+
+/// Claims and marks in etcd, for several servers (`reliability.md` §3).
+///
+/// - **Claim**: grant a lease (one per claim, so claims are lost independently), then one
+///   transaction creates the claim key on it if it does not exist, and reads the mark in the
+///   same linearizable step. The claim key's create revision is the claim's fencing token.
+///   Pools list the claim keys and try the free IDs in ascending order; two claimants racing
+///   for one ID are decided by the transaction, and the loser tries the next.
+/// - **Extend**: a background task sends a keep-alive every TTL/3. Each acknowledged one moves
+///   the deadline to its send time + TTL − [`margin`](EtcdOptions::margin), published as
+///   [`ClaimState::Held`]`{ until }`. Failed keep-alives are retried until the deadline; past
+///   it, or when etcd says the lease is gone, the claim turns [`ClaimState::Lost`].
+/// - **Store a mark**: one transaction that compares the claim key's create revision with the
+///   token **and** the mark's mod revision with the one last seen, then puts the mark (which
+///   is attached to no lease, so it outlives every claim). A failed claim compare is
+///   [`Error::ClaimLost`]; a changed mark is re-read and the write retried once.
+/// - **Release**: revoke the lease, which deletes the claim key; the mark stays. Dropping the
+///   coordinator revokes the leases of its claims in the background, and so does dropping a
+///   claim (every clone of its watch receiver) without releasing it.
+///
+/// # Example
+///
+/// ```no_run
+/// use idmint_coord::{ClaimRequest, Coordinator, EtcdCoordinator, EtcdOptions, GeneratorIds};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+/// let coordinator = EtcdCoordinator::connect(&endpoints, EtcdOptions::default()).await?;
+/// let request = ClaimRequest::new("orders", GeneratorIds::Pool { count: 1024 }, "snowflake");
+/// let claim = coordinator.claim(&request).await?;
+/// let start = claim.mark_ms().map_or(0, |mark| mark + 1);
+/// coordinator.store_mark(&claim, start + 3_000).await?;
+/// coordinator.release(&claim).await?;
+/// # Ok::<(), idmint_coord::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct EtcdCoordinator {
+    inner: Arc<Inner>,
+}
+
+/// The state shared with the keep-alive tasks (which hold it weakly).
+struct Inner {
+    client: Client,
+    options: EtcdOptions,
+    /// Live claims by token.
+    held: Mutex<HashMap<u64, Arc<Held>>>,
+    /// Off only in the `test-no-fence` negative control.
+    fence: AtomicBool,
+}
+
+/// A claim this coordinator holds.
+#[derive(Debug)]
+struct Held {
+    namespace: String,
+    generator_id: u64,
+    /// The key whose existence is the claim (attached to `lease`).
+    claim_key: String,
+    /// The key of the mark (attached to no lease).
+    mark_key: String,
+    /// The claim key's create revision: the fencing token.
+    epoch: i64,
+    fingerprint: String,
+    /// The mark as last seen in etcd; the async mutex serialises this claim's mark writes.
+    mark: tokio::sync::Mutex<MarkSeen>,
+    /// The claim's lease, its keep-alive task and its published state.
+    kept: Arc<Kept>,
+}
+
+/// A stored mark and the mod revision it was read or written at (0: no mark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MarkSeen {
+    mark_ms: Option<u64>,
+    mod_revision: i64,
+}
+
+/// The JSON value of a mark key (the same fields as the file backend's mark files).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MarkValue {
+    mark_ms: u64,
+    layout: String,
+}
+
+/// A key-value pair as a transaction returned it.
+#[derive(Debug, Clone)]
+struct Kv {
+    value: Vec<u8>,
+    create_revision: i64,
+    mod_revision: i64,
+    lease: i64,
+}
+
+/// A claim key created by `Inner::create_claim`.
+#[derive(Debug)]
+struct Taken {
+    generator_id: u64,
+    claim_key: String,
+    mark_key: String,
+    epoch: i64,
+    mark: MarkSeen,
+}
+
+/// What the claim transaction found.
+enum Created {
+    /// The key is mine, created at this revision; the mark as read in the same transaction.
+    Mine { epoch: i64, mark: Option<Kv> },
+    /// Someone holds it.
+    Taken { holder: String },
+}
+
+impl fmt::Debug for EtcdCoordinator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdCoordinator")
+            .field("options", &self.inner.options)
+            .field("claims", &self.inner.held().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdCoordinator {
+    /// Connects to the etcd cluster at `endpoints` (`http://host:port` or `host:port`) and
+    /// checks that it answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] for inconsistent options or no endpoints,
+    /// [`Error::Unavailable`] when etcd cannot be reached within
+    /// [`connect_timeout`](EtcdOptions::connect_timeout).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{EtcdCoordinator, EtcdOptions, Scheme};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let options = EtcdOptions {
+    ///     scheme: Scheme::LableOrg { namespace_prefix: "unique-id/".into() },
+    ///     ..EtcdOptions::default()
+    /// };
+    /// let coordinator = EtcdCoordinator::connect(&["127.0.0.1:2379".to_owned()], options).await?;
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn connect(endpoints: &[String], options: EtcdOptions) -> Result<Self, Error> {
+        options.check()?;
+        if endpoints.is_empty() {
+            return Err(Error::InvalidRequest("no etcd endpoints given".into()));
+        }
+        let connect = ConnectOptions::new()
+            .with_connect_timeout(options.connect_timeout)
+            // HTTP/2 pings notice a dead member even while a keep-alive stream is idle.
+            .with_keep_alive(Duration::from_secs(1), options.request_timeout)
+            // Fail fast on a member that lost its leader instead of hanging.
+            .with_require_leader(true);
+        let unavailable = |reason: String| Error::Unavailable {
+            backend: BACKEND,
+            reason: format!("cannot reach {}: {reason}", endpoints.join(",")),
+        };
+        let client = tokio::time::timeout(options.connect_timeout, async {
+            let mut client = Client::connect(endpoints, Some(connect)).await?;
+            client.status().await?;
+            Ok::<_, etcd_client::Error>(client)
+        })
+        .await
+        .map_err(|_| unavailable(format!("no answer within {:?}", options.connect_timeout)))?
+        .map_err(|e| unavailable(e.to_string()))?;
+        Ok(EtcdCoordinator {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                held: Mutex::default(),
+                fence: AtomicBool::new(true),
+            }),
+        })
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &EtcdOptions {
+        &self.inner.options
+    }
+
+    /// **Unsafe, tests only** (feature `test-no-fence`): a negative control. Claims ignore the
+    /// stored mark (they report none) and mark writes skip both fence compares, so a holder
+    /// whose claim was taken over keeps writing. It exists so that tests can prove they would
+    /// catch the duplicates this lets through. Never enable the feature in a build that serves.
+    #[cfg(feature = "test-no-fence")]
+    #[must_use]
+    pub fn without_fence(self) -> Self {
+        self.inner.fence.store(false, Ordering::Relaxed);
+        self
+    }
+
+    /// Test hook (feature `test-util`): the claim's keep-alive task stops as if its process
+    /// were paused: it sends no keep-alives and publishes nothing, so the claim still reads
+    /// [`ClaimState::Held`] with a stale deadline while its lease runs out. Returns whether
+    /// this coordinator holds the claim.
+    #[cfg(feature = "test-util")]
+    pub fn pause_keep_alive(&self, claim: &Claim) -> bool {
+        self.inner
+            .held()
+            .get(&claim.token())
+            .map(|held| held.kept.paused.store(true, Ordering::SeqCst))
+            .is_some()
+    }
+}
+
+impl Inner {
+    fn held(&self) -> MutexGuard<'_, HashMap<u64, Arc<Held>>> {
+        // Every update of the map is a single insert or remove, so a poisoned lock is fine.
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn fenced(&self) -> bool {
+        self.fence.load(Ordering::Relaxed)
+    }
+
+    /// Runs one etcd request under the request timeout, mapping its errors.
+    async fn call<T>(
+        &self,
+        what: &str,
+        request: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, Error> {
+        call(what, self.options.request_timeout, request).await
+    }
+
+    /// The live claim behind `claim`, or [`Error::ClaimLost`].
+    fn live(&self, claim: &Claim) -> Result<Arc<Held>, Error> {
+        let held = self.held().get(&claim.token()).cloned();
+        match held {
+            Some(held) if *held.kept.state.borrow() != ClaimState::Lost => Ok(held),
+            _ => Err(claim_lost(claim.namespace(), claim.generator_id())),
+        }
+    }
+
+    /// Ends a claim here: forgets it, stops its keep-alive and publishes `Lost`. The caller
+    /// revokes the lease.
+    fn forget(&self, token: u64) -> Option<Arc<Held>> {
+        let held = self.held().remove(&token)?;
+        held.kept.end_here();
+        Some(held)
+    }
+
+    /// Creates `claim_key` on `lease` unless `absent` says it exists, reading `mark_key` in the
+    /// same transaction. `extra` puts go with the claim key (LableOrg's holder key).
+    async fn create_claim(
+        &self,
+        absent: Compare,
+        claim_key: &str,
+        claim_value: &[u8],
+        lease: &Lease,
+        mark_key: &str,
+        holder_key: Option<(&str, &[u8])>,
+    ) -> Result<Created, Error> {
+        let leased = || Some(PutOptions::new().with_lease(lease.id));
+        let mut then = vec![
+            TxnOp::put(claim_key, claim_value, leased()),
+            TxnOp::get(claim_key, None),
+            TxnOp::get(mark_key, None),
+        ];
+        let mut otherwise = vec![TxnOp::get(claim_key, None)];
+        if let Some((key, value)) = holder_key {
+            then.push(TxnOp::put(key, value, leased()));
+            otherwise.push(TxnOp::get(key, None));
+        }
+        let txn = Txn::new().when([absent]).and_then(then).or_else(otherwise);
+        let mut client = self.client.clone();
+        let response = self.call("claim transaction", client.txn(txn)).await?;
+        let found = ranges(&response);
+        if response.succeeded() {
+            let mine = found.first().cloned().flatten();
+            let Some(mine) = mine.filter(|kv| kv.lease == lease.id) else {
+                return Err(unavailable(format!("claim key {claim_key} was not created")));
+            };
+            let mark = found.get(1).cloned().flatten();
+            return Ok(Created::Mine { epoch: mine.create_revision, mark });
+        }
+        let key = found.first().cloned().flatten();
+        let described = found.get(1).cloned().flatten().map(|kv| kv.value);
+        let holder = match (described, key) {
+            (Some(value), _) if !value.is_empty() => String::from_utf8_lossy(&value).into_owned(),
+            (_, Some(kv)) if !kv.value.is_empty() => {
+                String::from_utf8_lossy(&kv.value).into_owned()
+            }
+            (_, Some(kv)) => format!("the holder of etcd lease {:x}", kv.lease),
+            (_, None) => "another claimant".into(),
+        };
+        Ok(Created::Taken { holder })
+    }
+
+    /// Reads a mark as a claim found it, checking its layout.
+    fn parse_mark(
+        &self,
+        mark_key: &str,
+        kv: Option<Kv>,
+        request: &ClaimRequest,
+    ) -> Result<MarkSeen, Error> {
+        let Some(kv) = kv else { return Ok(MarkSeen { mark_ms: None, mod_revision: 0 }) };
+        let mark = decode_mark(mark_key, &kv.value)?;
+        if mark.layout != request.layout_fingerprint {
+            return Err(Error::LayoutChanged {
+                namespace: request.namespace.clone(),
+                stored: mark.layout,
+                expected: request.layout_fingerprint.clone(),
+            });
+        }
+        Ok(MarkSeen { mark_ms: Some(mark.mark_ms), mod_revision: kv.mod_revision })
+    }
+
+    /// The native scheme: try the candidates in order and create the first free claim key.
+    async fn take_native(&self, request: &ClaimRequest, lease: &Lease) -> Result<Taken, Error> {
+        let base = format!("{}{}/", self.options.prefix, request.namespace);
+        let claim_prefix = format!("{base}claim/");
+        let held_ids: HashSet<u64> = match request.generator_ids {
+            GeneratorIds::Fixed(_) => HashSet::new(),
+            GeneratorIds::Pool { .. } => {
+                let keys = self.list_keys(&claim_prefix).await?;
+                keys.iter().filter_map(|key| key.parse().ok()).collect()
+            }
+        };
+        let mut last_holder = None;
+        for generator_id in request.generator_ids.candidates() {
+            if held_ids.contains(&generator_id) {
+                continue;
+            }
+            let claim_key = format!("{claim_prefix}{generator_id}");
+            let mark_key = format!("{base}mark/{generator_id}");
+            let absent = Compare::create_revision(claim_key.as_str(), CompareOp::Equal, 0);
+            let holder = request.holder.as_bytes();
+            match self.create_claim(absent, &claim_key, holder, lease, &mark_key, None).await? {
+                Created::Mine { epoch, mark } => {
+                    let mark = self.parse_mark(&mark_key, mark, request)?;
+                    return Ok(Taken { generator_id, claim_key, mark_key, epoch, mark });
+                }
+                Created::Taken { holder } => last_holder = Some(holder),
+            }
+        }
+        Err(match (request.generator_ids, last_holder) {
+            (GeneratorIds::Fixed(generator_id), Some(holder)) => {
+                Error::Conflict { namespace: request.namespace.clone(), generator_id, holder }
+            }
+            (ids, _) => Error::PoolExhausted {
+                namespace: request.namespace.clone(),
+                size: ids.candidates().count() as u64,
+            },
+        })
+    }
+
+    /// The keys under `prefix`, without it (keys only).
+    async fn list_keys(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let mut client = self.client.clone();
+        let options = GetOptions::new().with_prefix().with_keys_only();
+        let response = self.call("list keys", client.get(prefix, Some(options))).await?;
+        Ok(response
+            .kvs()
+            .iter()
+            .filter_map(|kv| kv.key().strip_prefix(prefix.as_bytes()))
+            .map(|rest| String::from_utf8_lossy(rest).into_owned())
+            .collect())
+    }
+
+    /// Records a taken claim, whose lease is already kept alive.
+    fn hold(
+        &self,
+        request: &ClaimRequest,
+        taken: Taken,
+        kept: Arc<Kept>,
+        state: watch::Receiver<ClaimState>,
+    ) -> Claim {
+        let mark =
+            if self.fenced() { taken.mark } else { MarkSeen { mark_ms: None, ..taken.mark } };
+        let token = kept.token;
+        let held = Arc::new(Held {
+            namespace: request.namespace.clone(),
+            generator_id: taken.generator_id,
+            claim_key: taken.claim_key,
+            mark_key: taken.mark_key,
+            epoch: taken.epoch,
+            fingerprint: request.layout_fingerprint.clone(),
+            mark: tokio::sync::Mutex::new(mark),
+            kept,
+        });
+        self.held().insert(token, held);
+        Claim::new(&request.namespace, taken.generator_id, mark.mark_ms, token, state)
+    }
+
+    /// One fenced write of the mark: `Ok(true)` when written, `Ok(false)` when the mark had
+    /// changed (and `seen` now holds the current one).
+    async fn write_mark(
+        &self,
+        held: &Held,
+        seen: &mut MarkSeen,
+        value: &[u8],
+        mark_ms: u64,
+    ) -> Result<bool, Error> {
+        let compares = if self.fenced() {
+            vec![
+                Compare::create_revision(held.claim_key.as_str(), CompareOp::Equal, held.epoch),
+                Compare::mod_revision(held.mark_key.as_str(), CompareOp::Equal, seen.mod_revision),
+            ]
+        } else {
+            Vec::new()
+        };
+        let txn = Txn::new()
+            .when(compares)
+            .and_then([TxnOp::put(held.mark_key.as_str(), value, None)])
+            .or_else([
+                TxnOp::get(held.claim_key.as_str(), None),
+                TxnOp::get(held.mark_key.as_str(), None),
+            ]);
+        let mut client = self.client.clone();
+        let response = self.call("mark transaction", client.txn(txn)).await?;
+        if response.succeeded() {
+            let revision = response.header().map_or(0, |h| h.revision());
+            *seen = MarkSeen { mark_ms: Some(mark_ms), mod_revision: revision };
+            return Ok(true);
+        }
+        let found = ranges(&response);
+        let claim = found.first().cloned().flatten();
+        if claim.is_none_or(|kv| kv.create_revision != held.epoch) {
+            return Err(claim_lost(&held.namespace, held.generator_id));
+        }
+        // The claim is still mine, so only I can have written the mark: an earlier write whose
+        // answer was lost. Take it as the current mark.
+        let current = found.get(1).cloned().flatten();
+        *seen = match current {
+            None => MarkSeen { mark_ms: None, mod_revision: 0 },
+            Some(kv) => {
+                let mark = decode_mark(&held.mark_key, &kv.value)?;
+                if mark.layout != held.fingerprint {
+                    return Err(Error::LayoutChanged {
+                        namespace: held.namespace.clone(),
+                        stored: mark.layout,
+                        expected: held.fingerprint.clone(),
+                    });
+                }
+                MarkSeen { mark_ms: Some(mark.mark_ms), mod_revision: kv.mod_revision }
+            }
+        };
+        Ok(false)
+    }
+}
+
+impl Drop for EtcdCoordinator {
+    /// Ends every claim: as a crash would, but the leases are revoked in the background at
+    /// once instead of expiring a TTL later.
+    fn drop(&mut self) {
+        let held: Vec<_> = self.inner.held().drain().map(|(_, held)| held).collect();
+        for held in held {
+            held.kept.end_here();
+            lease::revoke_in_background(
+                &self.inner.client,
+                &self.inner.options,
+                held.kept.lease.id,
+            );
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Coordinator for EtcdCoordinator {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Claim, Error> {
+        request.check()?;
+        let inner = &self.inner;
+        // Leases this process dropped a moment ago are being revoked: let that finish first,
+        // so that "drop the old handle, then claim again" behaves as in one process.
+        lease::await_earlier_revocations(inner.options.request_timeout).await;
+        // The lease is kept alive from the start: a LableOrg claim may wait for its lock.
+        let (kept, state) = lease::start(inner, inner.options.ttl_secs()).await?;
+        let taken = match &inner.options.scheme {
+            Scheme::Native => inner.take_native(request, &kept.lease).await,
+            Scheme::LableOrg { namespace_prefix } => {
+                let root = namespace_prefix.replace("{namespace}", &request.namespace);
+                lableorg::claim(inner, &root, request, &kept.lease).await
+            }
+        };
+        let failed = match taken {
+            Ok(taken) if *state.borrow() != ClaimState::Lost => {
+                return Ok(inner.hold(request, taken, kept, state));
+            }
+            Ok(_) => unavailable("the lease expired while claiming".into()),
+            Err(e) => e,
+        };
+        kept.end_here();
+        lease::revoke(inner, kept.lease.id).await;
+        Err(failed)
+    }
+
+    async fn store_mark(&self, claim: &Claim, mark_ms: u64) -> Result<(), Error> {
+        let inner = &self.inner;
+        let held = inner.live(claim)?;
+        let mut seen = held.mark.lock().await;
+        if *held.kept.state.borrow() == ClaimState::Lost {
+            return Err(claim_lost(&held.namespace, held.generator_id));
+        }
+        let value = serde_json::to_vec(&MarkValue { mark_ms, layout: held.fingerprint.clone() })
+            .map_err(|e| Error::Corrupt {
+                path: format!("etcd key {}", held.mark_key),
+                reason: e.to_string(),
+            })?;
+        for _ in 0..2 {
+            if let Some(stored_ms) = seen.mark_ms
+                && mark_ms < stored_ms
+            {
+                return Err(Error::MarkRegressed { offered_ms: mark_ms, stored_ms });
+            }
+            match inner.write_mark(&held, &mut seen, &value, mark_ms).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => continue,
+                Err(e @ Error::ClaimLost { .. }) => {
+                    if inner.forget(claim.token()).is_some() {
+                        let id = held.kept.lease.id;
+                        lease::revoke_in_background(&inner.client, &inner.options, id);
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(unavailable(format!("the mark at {} kept changing; not written", held.mark_key)))
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), Error> {
+        let inner = &self.inner;
+        let Some(held) = inner.forget(claim.token()) else { return Ok(()) };
+        // Wait for a mark write in flight, so that it cannot land after the release.
+        drop(held.mark.lock().await);
+        let mut client = inner.client.clone();
+        match inner.call("revoke the lease", client.lease_revoke(held.kept.lease.id)).await {
+            Err(Error::Unavailable { reason, .. }) if lease::is_not_found(&reason) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+}
+
+/// Runs one etcd request under a timeout, mapping its errors into [`Error::Unavailable`].
+async fn call<T>(
+    what: &str,
+    timeout: Duration,
+    request: impl Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(unavailable(format!("{what} failed: {e}"))),
+        Err(_) => Err(unavailable(format!("{what} got no answer within {timeout:?}"))),
+    }
+}
+
+fn unavailable(reason: String) -> Error {
+    Error::Unavailable { backend: BACKEND, reason }
+}
+
+fn claim_lost(namespace: &str, generator_id: u64) -> Error {
+    Error::ClaimLost { namespace: namespace.to_owned(), generator_id }
+}
+
+fn decode_mark(key: &str, value: &[u8]) -> Result<MarkValue, Error> {
+    serde_json::from_slice(value)
+        .map_err(|e| Error::Corrupt { path: format!("etcd key {key}"), reason: e.to_string() })
+}
+
+/// The first key-value pair of every range operation of a transaction, in order.
+fn ranges(response: &TxnResponse) -> Vec<Option<Kv>> {
+    response
+        .op_responses()
+        .into_iter()
+        .filter_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| Kv {
+                value: kv.value().to_vec(),
+                create_revision: kv.create_revision(),
+                mod_revision: kv.mod_revision(),
+                lease: kv.lease(),
+            })),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,291 @@
+//! Leases of the etcd backend: granting, the keep-alive task that publishes each claim's local
+//! deadline, and revocation. The deadline is computed from the *send* time of the last
+//! acknowledged keep-alive (`reliability.md` §1.1, §3 rule 6), never from the receive time.
+
+use std::{
+    collections::BTreeSet,
+    sync::{
+        Arc, LazyLock, Mutex, Weak,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use tokio::sync::watch;
+
+use crate::{
+    ClaimState, Error,
+    etcd::{EtcdOptions, Inner, call},
+};
+
+/// Claim tokens, unique in the process, so that a claim handed to the wrong coordinator is
+/// simply not found there.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// A granted lease.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lease {
+    pub(super) id: i64,
+    /// The TTL etcd granted (it raises TTLs below its minimum).
+    pub(super) ttl: Duration,
+    /// When the grant request was sent: etcd started the TTL no earlier.
+    pub(super) sent: Instant,
+}
+
+impl Lease {
+    /// The deadline the grant itself gives.
+    fn first_deadline(&self, options: &EtcdOptions) -> Instant {
+        deadline(self.sent, self.ttl, options.margin)
+    }
+}
+
+/// `send time + TTL − margin`.
+fn deadline(sent: Instant, ttl: Duration, margin: Duration) -> Instant {
+    sent + ttl.saturating_sub(margin)
+}
+
+/// A lease kept alive by its own task from the moment it is granted, and the state that task
+/// publishes for the claim made on it.
+#[derive(Debug)]
+pub(super) struct Kept {
+    pub(super) lease: Lease,
+    /// The token of the claim made on this lease.
+    pub(super) token: u64,
+    pub(super) state: watch::Sender<ClaimState>,
+    /// Test hook: the keep-alive task acts as if its process were paused.
+    pub(super) paused: AtomicBool,
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Kept {
+    /// Stops the keep-alive task and publishes `Lost`. The caller revokes the lease.
+    pub(super) fn end_here(&self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+        self.state.send_replace(ClaimState::Lost);
+    }
+}
+
+/// Grants a lease of `ttl_secs` and starts keeping it alive. The receiver is the future
+/// claim's state; dropping every receiver ends the keep-alive and revokes the lease once the
+/// claim is recorded.
+pub(super) async fn start(
+    inner: &Arc<Inner>,
+    ttl_secs: i64,
+) -> Result<(Arc<Kept>, watch::Receiver<ClaimState>), Error> {
+    let lease = grant(inner, ttl_secs).await?;
+    let first = lease.first_deadline(&inner.options);
+    let (state, receiver) = watch::channel(ClaimState::Held { until: Some(first) });
+    let kept = Arc::new(Kept {
+        lease,
+        token: NEXT_TOKEN.fetch_add(1, Ordering::Relaxed),
+        state,
+        paused: AtomicBool::new(false),
+        task: Mutex::new(None),
+    });
+    let times = LeaseTimes::new(&inner.options, lease.ttl);
+    let owner = Arc::downgrade(inner);
+    let task = tokio::spawn(keep_alive(owner, inner.client.clone(), Arc::clone(&kept), times));
+    *kept.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
+    Ok((kept, receiver))
+}
+
+/// Grants a lease of `ttl_secs`.
+async fn grant(inner: &Inner, ttl_secs: i64) -> Result<Lease, Error> {
+    let mut client = inner.client.clone();
+    let sent = Instant::now();
+    let response = inner.call("lease grant", client.lease_grant(ttl_secs, None)).await?;
+    if !response.error().is_empty() || response.ttl() <= 0 {
+        return Err(Error::Unavailable {
+            backend: super::BACKEND,
+            reason: format!("lease grant refused: {}", response.error().to_lowercase()),
+        });
+    }
+    Ok(Lease { id: response.id(), ttl: Duration::from_secs(response.ttl().unsigned_abs()), sent })
+}
+
+/// Revokes a lease and waits for the answer; errors are ignored (the lease expires anyway).
+pub(super) async fn revoke(inner: &Inner, id: i64) {
+    let mut client = inner.client.clone();
+    let _ = inner.call("lease revoke", client.lease_revoke(id)).await;
+}
+
+/// Whether an error reason says the lease no longer exists.
+pub(super) fn is_not_found(reason: &str) -> bool {
+    reason.contains("lease not found")
+}
+
+/// Revocations started in the background and not finished yet, by sequence number.
+static REVOKING: LazyLock<watch::Sender<BTreeSet<u64>>> =
+    LazyLock::new(|| watch::Sender::new(BTreeSet::new()));
+static NEXT_REVOCATION: AtomicU64 = AtomicU64::new(0);
+
+/// Removes a revocation from [`REVOKING`] however its task ends (even when its runtime shuts
+/// down first).
+struct Revoking(u64);
+
+impl Drop for Revoking {
+    fn drop(&mut self) {
+        REVOKING.send_modify(|pending| {
+            pending.remove(&self.0);
+        });
+    }
+}
+
+/// Revokes a lease without waiting, where no `.await` is possible (`Drop`). Without a Tokio
+/// runtime nothing is done: the lease expires after its TTL.
+pub(super) fn revoke_in_background(client: &Client, options: &EtcdOptions, id: i64) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let sequence = NEXT_REVOCATION.fetch_add(1, Ordering::SeqCst);
+    REVOKING.send_modify(|pending| {
+        pending.insert(sequence);
+    });
+    let guard = Revoking(sequence);
+    let mut client = client.clone();
+    let timeout = options.request_timeout;
+    runtime.spawn(async move {
+        let _guard = guard;
+        let _ = call("lease revoke", timeout, client.lease_revoke(id)).await;
+    });
+}
+
+/// Waits, at most `limit`, until every background revocation started before this call ended.
+pub(super) async fn await_earlier_revocations(limit: Duration) {
+    let horizon = NEXT_REVOCATION.load(Ordering::SeqCst);
+    let mut pending = REVOKING.subscribe();
+    let done = |p: &BTreeSet<u64>| p.first().is_none_or(|&first| first >= horizon);
+    let _ = tokio::time::timeout(limit, pending.wait_for(done)).await;
+}
+
+/// The timing of one lease's keep-alives.
+#[derive(Debug, Clone, Copy)]
+struct LeaseTimes {
+    /// The granted TTL.
+    ttl: Duration,
+    /// Between keep-alives: TTL/3.
+    period: Duration,
+    /// Between attempts after a failed keep-alive.
+    retry: Duration,
+    margin: Duration,
+    request_timeout: Duration,
+}
+
+impl LeaseTimes {
+    fn new(options: &EtcdOptions, ttl: Duration) -> Self {
+        LeaseTimes {
+            ttl,
+            period: ttl / 3,
+            retry: (ttl / 20).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+            margin: options.margin,
+            request_timeout: options.request_timeout,
+        }
+    }
+}
+
+/// The outcome of one keep-alive.
+enum Renewed {
+    /// Acknowledged: the lease lives at least this long after the request was sent.
+    Alive(Duration),
+    /// etcd says the lease no longer exists (expired or revoked).
+    Gone,
+}
+
+/// An open keep-alive stream. Responses arrive in request order; after a timeout the stream is
+/// dropped, so that a late answer is never taken for a newer request.
+type Stream = (LeaseKeeper, LeaseKeepAliveStream);
+
+async fn renew(
+    client: &mut Client,
+    stream: &mut Option<Stream>,
+    lease: &Lease,
+) -> Result<Renewed, String> {
+    match stream {
+        Some((keeper, responses)) => {
+            keeper.keep_alive().await.map_err(|e| e.to_string())?;
+            match responses.message().await.map_err(|e| e.to_string())? {
+                Some(response) if response.ttl() > 0 => {
+                    Ok(Renewed::Alive(Duration::from_secs(response.ttl().unsigned_abs())))
+                }
+                Some(_) => Ok(Renewed::Gone),
+                None => Err("the keep-alive stream ended".into()),
+            }
+        }
+        None => match client.lease_keep_alive(lease.id).await {
+            // Opening the stream sends one keep-alive and reads its answer (without its TTL,
+            // which is the granted one).
+            Ok(opened) => {
+                *stream = Some(opened);
+                Ok(Renewed::Alive(lease.ttl))
+            }
+            Err(etcd_client::Error::LeaseKeepAliveError(e)) if is_not_found(&e) => {
+                Ok(Renewed::Gone)
+            }
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+/// Keeps one claim's lease alive until the claim ends, publishing its deadline.
+///
+/// Every TTL/3 it sends a keep-alive; an acknowledged one moves the deadline to
+/// `send time + TTL − margin`. A failed one is retried every `retry` until the deadline. At
+/// the deadline, or when etcd says the lease is gone, the claim turns [`ClaimState::Lost`], is
+/// forgotten and its lease revoked. When every receiver of the claim's state is dropped (the
+/// claim was dropped without release), the lease is revoked. `release` and `Drop` abort the
+/// task.
+async fn keep_alive(owner: Weak<Inner>, mut client: Client, held: Arc<Kept>, times: LeaseTimes) {
+    let (lease, token) = (held.lease, held.token);
+    let mut until = deadline(lease.sent, times.ttl, times.margin);
+    let mut next = lease.sent + times.period;
+    let mut stream: Option<Stream> = None;
+    loop {
+        let lapsed = tokio::select! {
+            () = held.state.closed() => {
+                end(&owner, token, lease.id);
+                return;
+            }
+            () = tokio::time::sleep_until(until.into()) => true,
+            () = tokio::time::sleep_until(next.into()) => false,
+        };
+        if held.paused.load(Ordering::SeqCst) {
+            // As if the process were stopped: no keep-alives, no news, until the claim goes.
+            held.state.closed().await;
+            end(&owner, token, lease.id);
+            return;
+        }
+        if lapsed {
+            held.state.send_replace(ClaimState::Lost);
+            end(&owner, token, lease.id);
+            return;
+        }
+        let sent = Instant::now();
+        let budget = times.request_timeout.min(until.saturating_duration_since(sent));
+        match tokio::time::timeout(budget, renew(&mut client, &mut stream, &lease)).await {
+            Ok(Ok(Renewed::Alive(ttl))) => {
+                until = deadline(sent, ttl, times.margin);
+                held.state.send_replace(ClaimState::Held { until: Some(until) });
+                next = sent + times.period;
+            }
+            Ok(Ok(Renewed::Gone)) => {
+                held.state.send_replace(ClaimState::Lost);
+                end(&owner, token, lease.id);
+                return;
+            }
+            Ok(Err(_)) | Err(_) => {
+                stream = None;
+                next = Instant::now() + times.retry;
+            }
+        }
+    }
+}
+
+/// Forgets a claim whose keep-alive ends by itself, and revokes its lease.
+fn end(owner: &Weak<Inner>, token: u64, lease: i64) {
+    if let Some(inner) = owner.upgrade()
+        && inner.held().remove(&token).is_some()
+    {
+        revoke_in_background(&inner.client, &inner.options, lease);
+    }
+}

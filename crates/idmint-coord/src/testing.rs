@@ -1,0 +1,183 @@
+//! Test harnesses that run real coordination services on loopback (feature `test-util`), for
+//! the tests of this crate, the server and the CLI. One submodule per service; this file holds
+//! what they share: the error type, program lookup, free ports, data directories and the
+//! "skip locally, fail in CI" rule.
+//!
+//! Harnesses never use well-known ports, bind only 127.0.0.1, and kill every process they
+//! started, by PID, when dropped. They must not be used outside tests.
+//!
+//! | service | harness | feature |
+//! | --- | --- | --- |
+//! | etcd | [`EtcdCluster`] | `etcd` |
+//!
+//! # Example
+//!
+//! ```no_run
+//! use idmint_coord::testing::{self, EtcdCluster};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! // `None` (with the reason printed) when etcd is not installed and `CI` is not "true".
+//! let Some(cluster) = testing::available(EtcdCluster::start(1).await) else { return };
+//! assert_eq!(cluster.endpoints().len(), 1);
+//! # });
+//! ```
+
+#[cfg(feature = "etcd")]
+mod etcd;
+
+use std::{
+    io,
+    net::{Ipv4Addr, TcpListener},
+    path::{Path, PathBuf},
+};
+
+#[cfg(feature = "etcd")]
+pub use self::etcd::EtcdCluster;
+
+/// Why a service harness could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The service's program is not installed.
+    #[error("`{program}` was not found on PATH (install it: {hint})")]
+    Missing {
+        /// The program.
+        program: String,
+        /// How to install it.
+        hint: String,
+    },
+    /// A local operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The service did not become ready in time.
+    #[error("{what} within {seconds} s; see {log}")]
+    Timeout {
+        /// What did not happen.
+        what: String,
+        /// How long the harness waited.
+        seconds: u64,
+        /// The service's log file.
+        log: String,
+    },
+    /// The service misbehaved (exited early, answered with an error).
+    #[error("{0}")]
+    Service(String),
+    /// The harness was used wrongly (for example, an unknown member).
+    #[error("invalid harness use: {0}")]
+    Usage(String),
+}
+
+impl HarnessError {
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code, reason = "used by the harnesses"))]
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        HarnessError::Io { context: context.into(), source }
+    }
+}
+
+/// Whether `CI` is set to `true`: then a missing service fails the test instead of skipping.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Turns a harness result into what a test needs: the service; `None` after printing why,
+/// when the service's program is missing and [`in_ci`] is false (the test then returns
+/// early, as skipped).
+///
+/// # Panics
+///
+/// On every other error, and on a missing program in CI.
+#[allow(clippy::print_stderr, reason = "a skipped test says why on stderr")]
+pub fn available<T>(started: Result<T, HarnessError>) -> Option<T> {
+    match started {
+        Ok(service) => Some(service),
+        Err(e @ HarnessError::Missing { .. }) if !in_ci() => {
+            eprintln!("skipping: {e} (set CI=true to make this a failure)");
+            None
+        }
+        Err(e) => panic!("test service failed to start: {e}"),
+    }
+}
+
+/// The full path of `program` on `PATH`.
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`], naming `hint` as the way to install it.
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::testing::{HarnessError, find_program};
+///
+/// let missing = find_program("no-such-program-idmint", "do not");
+/// assert!(matches!(missing, Err(HarnessError::Missing { .. })));
+/// ```
+pub fn find_program(program: &str, hint: &str) -> Result<PathBuf, HarnessError> {
+    let missing = || HarnessError::Missing { program: program.into(), hint: hint.into() };
+    let path = std::env::var_os("PATH").ok_or_else(missing)?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(missing)
+}
+
+/// `count` distinct free loopback ports. The kernel picks them (bind to port 0); all are held
+/// until every one is picked, then released for the service to bind. Another process may
+/// take one in between, so harnesses retry a start that fails.
+///
+/// # Errors
+///
+/// [`HarnessError::Io`] when no loopback port can be bound.
+///
+/// # Example
+///
+/// ```
+/// let ports = idmint_coord::testing::free_ports(2)?;
+/// assert_ne!(ports[0], ports[1]);
+/// # Ok::<(), idmint_coord::testing::HarnessError>(())
+/// ```
+pub fn free_ports(count: usize) -> Result<Vec<u16>, HarnessError> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| HarnessError::io("cannot bind a loopback port", e))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| HarnessError::io("cannot read a bound port", e))
+}
+
+/// A fresh temporary directory for a service's data: in `/dev/shm` when possible (fsync is
+/// free there, so tests are quick), else in the system temporary directory. It is deleted
+/// when dropped.
+///
+/// # Errors
+///
+/// [`HarnessError::Io`] when no directory can be created.
+///
+/// # Example
+///
+/// ```
+/// let dir = idmint_coord::testing::data_dir("doc")?;
+/// assert!(dir.path().is_dir());
+/// # Ok::<(), idmint_coord::testing::HarnessError>(())
+/// ```
+pub fn data_dir(service: &str) -> Result<tempfile::TempDir, HarnessError> {
+    let prefix = format!("idmint-{service}-");
+    let shm = Path::new("/dev/shm");
+    let in_shm = shm.is_dir().then(|| tempfile::Builder::new().prefix(&prefix).tempdir_in(shm));
+    match in_shm {
+        Some(Ok(dir)) => Ok(dir),
+        _ => tempfile::Builder::new()
+            .prefix(&prefix)
+            .tempdir()
+            .map_err(|e| HarnessError::io("cannot create a temporary directory", e)),
+    }
+}

@@ -1,0 +1,285 @@
+//! [`EtcdCluster`]: real `etcd` processes on free loopback ports, for tests. It must never
+//! touch an etcd it did not start (no well-known ports, no `pkill`).
+
+use std::{
+    fs::File,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use etcd_client::{Client, ConnectOptions};
+
+use super::{HarnessError, data_dir, find_program, free_ports};
+
+/// How long a start or restart may take before the harness gives up.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Between readiness checks.
+const POLL: Duration = Duration::from_millis(50);
+/// How often a start is retried when a member exits at once (a port taken in between).
+const START_ATTEMPTS: usize = 3;
+
+/// A local etcd cluster of real `etcd` processes (Debian's `etcd-server` package), each on
+/// free loopback ports with its data in a temporary directory. Dropping it kills every
+/// process it started (SIGKILL, by PID) and deletes the data.
+///
+/// # Example
+///
+/// ```no_run
+/// use idmint_coord::testing::{self, EtcdCluster};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let Some(mut cluster) = testing::available(EtcdCluster::start(3).await) else { return };
+/// let leader = cluster.leader().await.expect("leader");
+/// cluster.kill(leader).expect("kill");
+/// cluster.restart(leader).await.expect("restart");
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct EtcdCluster {
+    program: PathBuf,
+    members: Vec<Member>,
+    /// Dropped last: the members' data and logs.
+    dir: tempfile::TempDir,
+}
+
+#[derive(Debug)]
+struct Member {
+    name: String,
+    client_port: u16,
+    args: Vec<String>,
+    log: PathBuf,
+    process: Option<Child>,
+}
+
+impl EtcdCluster {
+    /// Starts a cluster of `members` etcd processes and waits until it has a leader.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Missing`] when `etcd` is not on `PATH` (see
+    /// [`available`](super::available)), [`HarnessError::Timeout`] when the cluster does not
+    /// become healthy within 30 s, others when processes cannot be started.
+    pub async fn start(members: usize) -> Result<EtcdCluster, HarnessError> {
+        if members == 0 {
+            return Err(HarnessError::Usage("an etcd cluster needs at least one member".into()));
+        }
+        let program = find_program("etcd", "apt-get install etcd-server etcd-client")?;
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            match Self::try_start(&program, members).await {
+                Ok(cluster) => return Ok(cluster),
+                // A member that exited at once most likely lost its port: try new ones.
+                Err(e @ HarnessError::Service(_)) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| HarnessError::Service("etcd did not start".into())))
+    }
+
+    async fn try_start(
+        program: &std::path::Path,
+        count: usize,
+    ) -> Result<EtcdCluster, HarnessError> {
+        let dir = data_dir("etcd")?;
+        let ports = free_ports(2 * count)?;
+        let peer = |i: usize| format!("http://127.0.0.1:{}", ports[2 * i + 1]);
+        let initial_cluster =
+            (0..count).map(|i| format!("m{i}={}", peer(i))).collect::<Vec<_>>().join(",");
+        let token = format!("idmint-test-{}-{}", std::process::id(), ports[0]);
+        let members = (0..count)
+            .map(|i| {
+                let client = format!("http://127.0.0.1:{}", ports[2 * i]);
+                let name = format!("m{i}");
+                let args = vec![
+                    format!("--name={name}"),
+                    format!("--data-dir={}", dir.path().join(&name).display()),
+                    format!("--listen-client-urls={client}"),
+                    format!("--advertise-client-urls={client}"),
+                    format!("--listen-peer-urls={}", peer(i)),
+                    format!("--initial-advertise-peer-urls={}", peer(i)),
+                    format!("--initial-cluster={initial_cluster}"),
+                    "--initial-cluster-state=new".into(),
+                    format!("--initial-cluster-token={token}"),
+                    "--log-level=warn".into(),
+                ];
+                let log = dir.path().join(format!("{name}.log"));
+                Member { name, client_port: ports[2 * i], args, log, process: None }
+            })
+            .collect();
+        let mut cluster = EtcdCluster { program: program.to_path_buf(), members, dir };
+        for member in 0..count {
+            cluster.spawn(member)?;
+        }
+        cluster.wait_ready(0..count).await?;
+        Ok(cluster)
+    }
+
+    /// The client URLs, one per member (`http://127.0.0.1:<port>`), in member order.
+    pub fn endpoints(&self) -> Vec<String> {
+        (0..self.members.len()).map(|i| self.endpoint(i)).collect()
+    }
+
+    /// The client URL of one member.
+    ///
+    /// # Panics
+    ///
+    /// When `member` is not a member index.
+    pub fn endpoint(&self, member: usize) -> String {
+        format!("http://127.0.0.1:{}", self.members[member].client_port)
+    }
+
+    /// The PID of each member's process, `None` for a killed member.
+    pub fn member_pids(&self) -> Vec<Option<u32>> {
+        self.members.iter().map(|m| m.process.as_ref().map(Child::id)).collect()
+    }
+
+    /// The directory holding the members' data and logs (`m<i>.log`).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// The index of the current leader, as the running members' maintenance status reports.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Service`] when no running member names a leader among the members.
+    pub async fn leader(&self) -> Result<usize, HarnessError> {
+        let mut ids = Vec::new();
+        let mut leader = 0;
+        for member in 0..self.members.len() {
+            if self.members[member].process.is_none() {
+                ids.push(None);
+                continue;
+            }
+            let status = status(&self.endpoint(member)).await.ok();
+            ids.push(status.map(|(id, _)| id));
+            if let Some((_, l)) = status
+                && l != 0
+            {
+                leader = l;
+            }
+        }
+        ids.iter()
+            .position(|id| *id == Some(leader) && leader != 0)
+            .ok_or_else(|| HarnessError::Service("no member reports a leader".into()))
+    }
+
+    /// Kills one member with SIGKILL (by PID) and reaps it.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Usage`] for an unknown or already killed member.
+    pub fn kill(&mut self, member: usize) -> Result<(), HarnessError> {
+        let process = self
+            .members
+            .get_mut(member)
+            .and_then(|m| m.process.take())
+            .ok_or_else(|| HarnessError::Usage(format!("member {member} is not running")))?;
+        stop(process);
+        Ok(())
+    }
+
+    /// Starts a killed member again on its ports and data, and waits until it serves with a
+    /// leader.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Usage`] for an unknown or running member, [`HarnessError::Timeout`]
+    /// when it does not rejoin within 30 s.
+    pub async fn restart(&mut self, member: usize) -> Result<(), HarnessError> {
+        match self.members.get(member) {
+            Some(m) if m.process.is_none() => {}
+            _ => return Err(HarnessError::Usage(format!("member {member} is not stopped"))),
+        }
+        self.spawn(member)?;
+        self.wait_ready(member..member + 1).await
+    }
+
+    fn spawn(&mut self, member: usize) -> Result<(), HarnessError> {
+        let m = &mut self.members[member];
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&m.log)
+            .map_err(|e| HarnessError::io(format!("cannot open {}", m.log.display()), e))?;
+        let err = log.try_clone().map_err(|e| HarnessError::io("cannot share the log", e))?;
+        let child = Command::new(&self.program)
+            .args(&m.args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("cannot start etcd member {}", m.name), e))?;
+        m.process = Some(child);
+        Ok(())
+    }
+
+    /// Waits until each of `members` answers a status request and names a leader.
+    async fn wait_ready(&mut self, members: std::ops::Range<usize>) -> Result<(), HarnessError> {
+        let started = Instant::now();
+        for member in members {
+            loop {
+                let m = &mut self.members[member];
+                let exited = m.process.as_mut().map(|p| p.try_wait());
+                if let Some(Ok(Some(status))) = exited {
+                    m.process = None;
+                    return Err(HarnessError::Service(format!(
+                        "etcd member {} exited at start ({status}); see {}",
+                        m.name,
+                        m.log.display()
+                    )));
+                }
+                if let Ok((_, leader)) = status(&self.endpoint(member)).await
+                    && leader != 0
+                {
+                    break;
+                }
+                if started.elapsed() > READY_TIMEOUT {
+                    return Err(HarnessError::Timeout {
+                        what: format!("etcd member {member} did not serve with a leader"),
+                        seconds: READY_TIMEOUT.as_secs(),
+                        log: self.members[member].log.display().to_string(),
+                    });
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            if let Some(process) = member.process.take() {
+                stop(process);
+            }
+        }
+    }
+}
+
+/// SIGKILL by PID, then reap.
+fn stop(mut process: Child) {
+    let _ = process.kill();
+    let _ = process.wait();
+}
+
+/// `(member ID, leader ID)` of one endpoint, within a second.
+async fn status(endpoint: &str) -> Result<(u64, u64), HarnessError> {
+    let limit = Duration::from_secs(1);
+    let options = ConnectOptions::new().with_connect_timeout(limit).with_timeout(limit);
+    let answer = tokio::time::timeout(limit, async {
+        let mut client = Client::connect([endpoint], Some(options)).await?;
+        client.status().await
+    })
+    .await;
+    match answer {
+        Ok(Ok(status)) => {
+            let member = status.header().map_or(0, |h| h.member_id());
+            Ok((member, status.leader()))
+        }
+        Ok(Err(e)) => Err(HarnessError::Service(format!("status of {endpoint}: {e}"))),
+        Err(_) => Err(HarnessError::Service(format!("status of {endpoint}: no answer"))),
+    }
+}
