@@ -1,0 +1,332 @@
+//! HTTP calls to one endpoint: `GET /v1/namespaces` and `GET /v1/namespaces/{ns}/batch`, over
+//! hyper's pooled HTTP/1.1 client (keep-alive, no TLS). Each call ends in a value, a failure
+//! that is safe to retry, or an error that is not; whether and where to retry is not decided
+//! here.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty};
+use hyper::{
+    HeaderMap, Request, StatusCode, Uri,
+    body::Bytes,
+    header::{self, HeaderValue},
+};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::TokioExecutor,
+};
+use idmint_proto::{ErrorResponse, NamespaceInfo, NamespacesResponse};
+use serde::Deserialize;
+
+use crate::{
+    Error, ErrorKind,
+    buffer::Ids,
+    retry::{self, Class, Failure},
+};
+
+/// How a call ended when it did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// Safe to retry, here later or elsewhere.
+    Retry(Failure),
+    /// Not to be retried.
+    Fatal(Error),
+}
+
+impl From<Error> for CallError {
+    fn from(error: Error) -> Self {
+        CallError::Fatal(error)
+    }
+}
+
+/// One endpoint's address, and the URLs built from it.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// As configured, without a trailing `/`: for messages.
+    pub(crate) base: String,
+    namespaces: Uri,
+    /// `{base}/v1/namespaces/{namespace}/batch?format=decimal&count=`.
+    batch_prefix: String,
+}
+
+impl Endpoint {
+    /// Checks and parses an endpoint URL: `http://host:port`, optionally with a path prefix.
+    pub(crate) fn parse(url: &str, namespace: &str) -> Result<Endpoint, Error> {
+        let bad = |why: &str| Err(ErrorKind::Config(format!("endpoint `{url}`: {why}")).into());
+        let base = url.trim().trim_end_matches('/');
+        let uri: Uri = match base.parse() {
+            Ok(uri) => uri,
+            Err(e) => return bad(&e.to_string()),
+        };
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return bad("https is not supported (no TLS in this client); use http://");
+            }
+            _ => return bad("must start with http://"),
+        }
+        if uri.authority().is_none() {
+            return bad("has no host");
+        }
+        if uri.query().is_some() {
+            return bad("must not have a query");
+        }
+        let namespaces: Uri = match format!("{base}/v1/namespaces").parse() {
+            Ok(uri) => uri,
+            Err(e) => return bad(&e.to_string()),
+        };
+        let batch_prefix = format!("{base}/v1/namespaces/{namespace}/batch?format=decimal&count=");
+        Ok(Endpoint { base: base.to_owned(), namespaces, batch_prefix })
+    }
+}
+
+/// The HTTP side of a client: the pooled connections and the bearer token.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    http: Client<HttpConnector, Empty<Bytes>>,
+    authorization: Option<HeaderValue>,
+}
+
+impl Transport {
+    /// A transport that sends `token` (if any) as a bearer token, and gives up connecting
+    /// after `connect_timeout`.
+    pub(crate) fn new(token: Option<&str>, connect_timeout: Duration) -> Result<Self, Error> {
+        let authorization = token
+            .map(|token| {
+                let mut value =
+                    HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                        Error::from(ErrorKind::Config(
+                            "the token must be visible ASCII characters".into(),
+                        ))
+                    })?;
+                value.set_sensitive(true);
+                Ok::<_, Error>(value)
+            })
+            .transpose()?;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(connect_timeout));
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Ok(Transport { http, authorization })
+    }
+
+    /// What `endpoint` says about `namespace`: `None` when it does not list it.
+    pub(crate) async fn namespace_info(
+        &self,
+        endpoint: &Endpoint,
+        namespace: &str,
+    ) -> Result<Option<NamespaceInfo>, CallError> {
+        let body = self.get(endpoint, endpoint.namespaces.clone()).await?;
+        let list: NamespacesResponse = serde_json::from_slice(&body)
+            .map_err(|e| protocol(endpoint, format!("bad `/v1/namespaces` body: {e}")))?;
+        Ok(list.namespaces.into_iter().find(|ns| ns.name == namespace))
+    }
+
+    /// A batch of `count` IDs (or fewer, but at least one) of a namespace with `id_bits`-bit
+    /// IDs, asked for as decimal text. Checks only the form of the answer, not its order.
+    pub(crate) async fn batch(
+        &self,
+        endpoint: &Endpoint,
+        count: usize,
+        id_bits: u32,
+    ) -> Result<Ids, CallError> {
+        let uri: Uri = format!("{}{count}", endpoint.batch_prefix)
+            .parse()
+            .map_err(|e| protocol(endpoint, format!("bad batch url: {e}")))?;
+        let body = self.get(endpoint, uri).await?;
+        parse_batch(&body, count, id_bits).map_err(|message| protocol(endpoint, message).into())
+    }
+
+    /// GETs `uri` and reads the whole body of a 2xx answer.
+    async fn get(&self, endpoint: &Endpoint, uri: Uri) -> Result<Bytes, CallError> {
+        let mut request = Request::get(uri)
+            .header(header::ACCEPT, "application/json")
+            .body(Empty::new())
+            .map_err(|e| protocol(endpoint, format!("bad request: {e}")))?;
+        if let Some(value) = &self.authorization {
+            request.headers_mut().insert(header::AUTHORIZATION, value.clone());
+        }
+        let response = self
+            .http
+            .request(request)
+            .await
+            .map_err(|e| CallError::Retry(Failure::Connect(chain(&e))))?;
+        let (parts, body) = response.into_parts();
+        // A connection that breaks while the body arrives is a connection failure too.
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| CallError::Retry(Failure::Connect(chain(&e))))?
+            .to_bytes();
+        match retry::classify(parts.status.as_u16()) {
+            Class::Success => Ok(body),
+            Class::Retry => {
+                let (code, message) = error_detail(parts.status, &body);
+                Err(CallError::Retry(Failure::Unavailable {
+                    status: parts.status.as_u16(),
+                    retry_after: retry_after(&parts.headers),
+                    detail: format!("{code}: {message}"),
+                }))
+            }
+            Class::Refuse => {
+                let (code, message) = error_detail(parts.status, &body);
+                Err(CallError::Fatal(Error::from(ErrorKind::Rejected {
+                    endpoint: endpoint.base.clone(),
+                    status: parts.status.as_u16(),
+                    code,
+                    message,
+                })))
+            }
+        }
+    }
+}
+
+fn protocol(endpoint: &Endpoint, message: String) -> Error {
+    ErrorKind::Protocol { endpoint: endpoint.base.clone(), message }.into()
+}
+
+/// An error and its sources, joined: hyper's own messages say little.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers.get(header::RETRY_AFTER)?.to_str().ok().and_then(retry::parse_retry_after)
+}
+
+/// The server's error code and message, or `http_<status>` and the start of the body when it
+/// is not an idmint error (a proxy's page, say).
+fn error_detail(status: StatusCode, body: &[u8]) -> (String, String) {
+    match serde_json::from_slice::<ErrorResponse>(body) {
+        Ok(ErrorResponse { error }) => (error.code, error.message),
+        Err(_) => {
+            let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
+            (format!("http_{}", status.as_u16()), text.trim().to_owned())
+        }
+    }
+}
+
+/// The body of a batch answer, borrowing the ID strings (decimal digits need no unescaping),
+/// so a 100,000-ID answer costs one vector rather than 100,000 strings.
+#[derive(Deserialize)]
+struct BatchBody<'a> {
+    #[serde(borrow)]
+    ids: Vec<&'a str>,
+}
+
+/// Parses a batch answer of at most `asked` decimal IDs of `id_bits` bits.
+pub(crate) fn parse_batch(body: &[u8], asked: usize, id_bits: u32) -> Result<Ids, String> {
+    let parsed: BatchBody<'_> =
+        serde_json::from_slice(body).map_err(|e| format!("bad batch body: {e}"))?;
+    let count = parsed.ids.len();
+    if count == 0 || count > asked {
+        return Err(format!("asked for {asked} ids, got {count}"));
+    }
+    fn digits<T: std::str::FromStr>(text: &str, bits: u32) -> Result<T, String> {
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "`{}` is not a decimal id",
+                text.chars().take(40).collect::<String>()
+            ));
+        }
+        text.parse().map_err(|_| format!("`{text}` does not fit {bits} bits"))
+    }
+    match id_bits {
+        64 => parsed.ids.iter().map(|t| digits(t, 64)).collect::<Result<_, _>>().map(Ids::U64),
+        128 => parsed.ids.iter().map(|t| digits(t, 128)).collect::<Result<_, _>>().map(Ids::U128),
+        other => Err(format!("ids of {other} bits are not supported")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked() {
+        let check = |url: &str, want: Result<&str, &str>| {
+            let got = Endpoint::parse(url, "default");
+            match (got, want) {
+                (Ok(endpoint), Ok(base)) => {
+                    assert_eq!(endpoint.base, base, "{url}");
+                    assert_eq!(endpoint.namespaces.to_string(), format!("{base}/v1/namespaces"));
+                    assert_eq!(
+                        endpoint.batch_prefix,
+                        format!("{base}/v1/namespaces/default/batch?format=decimal&count=")
+                    );
+                }
+                (Err(error), Err(part)) => {
+                    let ErrorKind::Config(message) = error.kind() else { panic!("{error}") };
+                    assert!(message.contains(part), "{url}: {message}")
+                }
+                (got, want) => panic!("{url}: got {got:?}, want {want:?}"),
+            }
+        };
+        check("http://127.0.0.1:8080", Ok("http://127.0.0.1:8080"));
+        check("http://127.0.0.1:8080/", Ok("http://127.0.0.1:8080"));
+        check(" http://ids.internal/idmint/ ", Ok("http://ids.internal/idmint"));
+        check("https://ids.internal", Err("https is not supported"));
+        check("127.0.0.1:8080", Err("must start with http://"));
+        check("http://", Err("endpoint `http://`"));
+        check("http://a/?x=1", Err("must not have a query"));
+        check("", Err("endpoint ``"));
+    }
+
+    #[test]
+    fn batches_are_parsed() {
+        let check = |body: &str, asked: usize, bits: u32, want: Result<Ids, &str>| match (
+            parse_batch(body.as_bytes(), asked, bits),
+            want,
+        ) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{body}"),
+            (Err(got), Err(part)) => assert!(got.contains(part), "{body}: {got}"),
+            (got, want) => panic!("{body}: got {got:?}, want {want:?}"),
+        };
+        let ok = r#"{"namespace":"default","ids":["1","18446744073709551615"]}"#;
+        check(ok, 2, 64, Ok(Ids::U64([1, u64::MAX].into())));
+        check(ok, 2, 128, Ok(Ids::U128([1, u128::from(u64::MAX)].into())));
+        check(ok, 1, 64, Err("asked for 1 ids, got 2"));
+        check(ok, 2, 32, Err("ids of 32 bits are not supported"));
+        check(r#"{"ids":["18446744073709551616"]}"#, 5, 64, Err("does not fit 64 bits"));
+        check(r#"{"ids":[]}"#, 5, 64, Err("got 0"));
+        check(r#"{"ids":["+1"]}"#, 5, 64, Err("`+1` is not a decimal id"));
+        check(r#"{"ids":["0x1f"]}"#, 5, 64, Err("is not a decimal id"));
+        check(r#"{"ids":[""]}"#, 5, 64, Err("is not a decimal id"));
+        check(r#"{"ids":[1]}"#, 5, 64, Err("bad batch body"));
+        check("<html>", 5, 64, Err("bad batch body"));
+    }
+
+    #[test]
+    fn error_bodies_are_read() {
+        let check = |status: u16, body: &str, want: (&str, &str)| {
+            let status = StatusCode::from_u16(status).unwrap();
+            let (code, message) = error_detail(status, body.as_bytes());
+            assert_eq!((code.as_str(), message.as_str()), want, "{body}");
+        };
+        check(
+            403,
+            r#"{"error":{"code":"forbidden","message":"the token is not valid"}}"#,
+            ("forbidden", "the token is not valid"),
+        );
+        check(502, " <html>bad gateway</html>\n", ("http_502", "<html>bad gateway</html>"));
+        check(500, "", ("http_500", ""));
+    }
+
+    #[test]
+    fn tokens_must_be_header_safe() {
+        assert!(Transport::new(Some("s3cret"), Duration::from_secs(1)).is_ok());
+        assert!(matches!(
+            Transport::new(Some("line\nbreak"), Duration::from_secs(1)),
+            Err(e) if matches!(e.kind(), ErrorKind::Config(_))
+        ));
+    }
+}

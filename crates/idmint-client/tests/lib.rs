@@ -1,0 +1,28 @@
+//! Integration tests of `idmint-client`: one test binary, one module per behaviour, against
+//! in-process idmint servers (and small fake servers where a real one cannot misbehave on
+//! demand). No test sleeps: the only waits are bounded timeouts that the client itself runs.
+//!
+//! | module | what it checks |
+//! | --- | --- |
+//! | `failover` | three servers, one stopped mid-run: the client keeps serving, no duplicates |
+//! | `retries` | 503 then healthy is retried; 4xx is not; out-of-order batches are refused |
+//! | `timeouts` | an endpoint that accepts but never answers is left within the timeout |
+//! | `prefetch` | `next()` is served from memory; unique, ordered IDs; `batch`, `close` |
+//! | `blocking` | the blocking facade from a plain thread |
+//! | `builder` | settings are checked |
+
+#[cfg(feature = "blocking")]
+#[path = "lib/blocking.rs"]
+mod blocking;
+#[path = "lib/builder.rs"]
+mod builder;
+#[path = "lib/failover.rs"]
+mod failover;
+#[path = "lib/prefetch.rs"]
+mod prefetch;
+#[path = "lib/retries.rs"]
+mod retries;
+#[path = "lib/support.rs"]
+mod support;
+#[path = "lib/timeouts.rs"]
+mod timeouts;
