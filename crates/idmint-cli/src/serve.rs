@@ -14,19 +14,25 @@ use tokio_util::sync::CancellationToken;
 /// Flags of `idmint serve`. Each can also come from the environment variable it names, and
 /// most from the configuration file; a flag beats the environment, which beats the file.
 #[derive(Debug, Parser)]
-#[command(after_help = "The configuration file (TOML) holds `listen`, `data_dir`, `log`, and a
-[server] table with the server's limits and its [[server.namespaces]]; see the README.
-Once it runs, `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs.
+#[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
+`log`, and a [server] table with the server's limits and its [[server.namespaces]]; see the
+README. Once it runs, `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs.
+With --grpc-listen, the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a
+second port; the .proto file is crates/idmint-proto/proto/idmint/v1/idmint.proto.
 
 Examples:
   idmint serve
   idmint serve --listen 0.0.0.0:8080 --data-dir /var/lib/idmint
+  idmint serve --grpc-listen 127.0.0.1:50051
   idmint serve --layout js53 --generator-id 3 --token \"$SECRET\"
   idmint serve --config idmint.toml")]
 pub(crate) struct Args {
     /// Address for the HTTP API [default: 127.0.0.1:8080].
     #[arg(long, env = "IDMINT_LISTEN", value_name = "ADDR")]
     listen: Option<String>,
+    /// Address for the gRPC API, e.g. 127.0.0.1:50051 [default: none, no gRPC].
+    #[arg(long, env = "IDMINT_GRPC_LISTEN", value_name = "ADDR")]
+    grpc_listen: Option<String>,
     /// Directory of the embedded store: generator-ID claims and high-water marks
     /// [default: ./idmint-data].
     #[arg(long, env = "IDMINT_DATA_DIR", value_name = "DIR")]
@@ -67,6 +73,7 @@ pub(crate) struct Args {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<String>,
+    grpc_listen: Option<String>,
     data_dir: Option<PathBuf>,
     log: Option<String>,
     #[serde(default)]
@@ -94,6 +101,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let grpc_listen = args.grpc_listen.clone().or(file.grpc_listen);
     let data_dir =
         args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| DEFAULT_DATA_DIR.into());
     let mut config = file.server.unwrap_or_default();
@@ -124,18 +132,33 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, listen, data_dir))
+    runtime.block_on(serve(config, listen, grpc_listen, data_dir))
 }
 
-async fn serve(config: ServerConfig, listen: String, data_dir: PathBuf) -> anyhow::Result<()> {
+async fn serve(
+    config: ServerConfig,
+    listen: String,
+    grpc_listen: Option<String>,
+    data_dir: PathBuf,
+) -> anyhow::Result<()> {
     let coordinator = Arc::new(FileCoordinator::open(&data_dir)?);
     let server = Server::start(config, coordinator, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    tracing::info!(http = %local, data_dir = %data_dir.display(), "idmint is serving");
+    let grpc = match &grpc_listen {
+        Some(addr) => Some(idmint_server::bind(addr).await?),
+        None => None,
+    };
+    let grpc_local = match &grpc {
+        Some(listener) => {
+            listener.local_addr().context("cannot read the gRPC listening address")?.to_string()
+        }
+        None => "off".to_owned(),
+    };
+    tracing::info!(http = %local, grpc = %grpc_local, data_dir = %data_dir.display(), "idmint is serving");
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    idmint_server::serve(server, listener, shutdown).await?;
+    idmint_server::serve_all(server, listener, grpc, shutdown).await?;
     tracing::info!("idmint stopped");
     Ok(())
 }

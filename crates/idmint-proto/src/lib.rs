@@ -17,8 +17,16 @@
 //! Query parameters: `count` (batch size, 1..=the server's cap), `format` (an idmint text
 //! format, default the layout's), `numbers=true` (IDs as JSON numbers; only for JS-safe
 //! layouts).
+//!
+//! The feature `grpc` adds the module `grpc`: the `idmint.v1` gRPC service (`Next`, `Batch`, a
+//! server-streaming `Stream`, `Decode`, `ListNamespaces`), generated from
+//! `proto/idmint/v1/idmint.proto` without protoc. It is off by default, so JSON-only users
+//! build no tonic.
 
 use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "grpc")]
+pub mod grpc;
 
 /// The name of the namespace a server always has, unless configured otherwise.
 pub const DEFAULT_NAMESPACE: &str = "default";

@@ -175,6 +175,36 @@ impl Error {
     }
 }
 
+/// The gRPC status of an error (feature `grpc`): the code of [`Error::grpc_code`], the message,
+/// and as metadata the stable error code (`idmint-error`) and, for UNAVAILABLE, the seconds to
+/// wait (`retry-after`).
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::Error;
+///
+/// let status = tonic::Status::from(Error::UnknownNamespace("orders".into()));
+/// assert_eq!(status.code(), tonic::Code::NotFound);
+/// assert_eq!(status.message(), "no namespace `orders`");
+/// assert_eq!(status.metadata().get("idmint-error").unwrap(), "unknown_namespace");
+/// ```
+#[cfg(feature = "grpc")]
+impl From<Error> for tonic::Status {
+    fn from(error: Error) -> Self {
+        let code = tonic::Code::from_i32(error.grpc_code());
+        if code == tonic::Code::Internal {
+            tracing::error!(error = %error, "call failed");
+        }
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        metadata.insert("idmint-error", tonic::metadata::MetadataValue::from_static(error.code()));
+        if let Some(secs) = error.retry_after_secs() {
+            metadata.insert("retry-after", secs.into());
+        }
+        tonic::Status::with_metadata(code, error.to_string(), metadata)
+    }
+}
+
 /// Core errors that reach a request: bad input is the client's, clock and window trouble means
 /// the server cannot issue safely now.
 fn core_status(core: &idmint_core::Error) -> u16 {

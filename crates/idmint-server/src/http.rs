@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::{DefaultBodyLimit, Path, RawQuery, Request, State, rejection::JsonRejection},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    extract::{
+        DefaultBodyLimit, FromRequestParts, Path, RawQuery, Request, State,
+        rejection::JsonRejection,
+    },
+    http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::get,
@@ -15,7 +18,7 @@ use idmint_core::{AnyId, FieldValue, Format};
 use idmint_proto::{
     DecodeResponse, ErrorDetail, ErrorResponse, FieldJson, Fields, NamespacesResponse,
 };
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 
 use crate::{Error, Server, namespace::Namespace};
 
@@ -78,6 +81,25 @@ impl IntoResponse for Error {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// Path parameters, refused with the JSON error of [`Error::BadRequest`] when they cannot be
+/// read (a percent-encoded segment that is not UTF-8), instead of axum's plain-text rejection.
+struct PathParams<T>(T);
+
+impl<S, T> FromRequestParts<S> for PathParams<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Error> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParams(value)),
+            Err(rejection) => Err(Error::BadRequest(rejection.body_text())),
+        }
     }
 }
 
@@ -242,7 +264,7 @@ async fn namespaces(State(server): State<Arc<Server>>) -> Json<NamespacesRespons
 
 async fn next(
     State(server): State<Arc<Server>>,
-    Path(namespace): Path<String>,
+    PathParams(namespace): PathParams<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, Error> {
@@ -262,7 +284,7 @@ async fn next(
 
 async fn batch(
     State(server): State<Arc<Server>>,
-    Path(namespace): Path<String>,
+    PathParams(namespace): PathParams<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, Error> {
@@ -289,7 +311,7 @@ struct BatchBody {
 
 async fn batch_post(
     State(server): State<Arc<Server>>,
-    Path(namespace): Path<String>,
+    PathParams(namespace): PathParams<String>,
     headers: HeaderMap,
     body: Result<Json<BatchBody>, JsonRejection>,
 ) -> Result<Response, Error> {
@@ -337,7 +359,7 @@ async fn batch_response(
 
 async fn decode(
     State(server): State<Arc<Server>>,
-    Path((namespace, id)): Path<(String, String)>,
+    PathParams((namespace, id)): PathParams<(String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<DecodeResponse>, Error> {
@@ -373,7 +395,7 @@ async fn next_default(
     headers: HeaderMap,
 ) -> Result<Response, Error> {
     let name = state.default_namespace().to_owned();
-    next(state, Path(name), query, headers).await
+    next(state, PathParams(name), query, headers).await
 }
 
 async fn batch_default(
@@ -382,7 +404,7 @@ async fn batch_default(
     headers: HeaderMap,
 ) -> Result<Response, Error> {
     let name = state.default_namespace().to_owned();
-    batch(state, Path(name), query, headers).await
+    batch(state, PathParams(name), query, headers).await
 }
 
 async fn batch_post_default(
@@ -391,17 +413,17 @@ async fn batch_post_default(
     body: Result<Json<BatchBody>, JsonRejection>,
 ) -> Result<Response, Error> {
     let name = state.default_namespace().to_owned();
-    batch_post(state, Path(name), headers, body).await
+    batch_post(state, PathParams(name), headers, body).await
 }
 
 async fn decode_default(
     state: State<Arc<Server>>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     query: RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<DecodeResponse>, Error> {
     let name = state.default_namespace().to_owned();
-    decode(state, Path((name, id)), query, headers).await
+    decode(state, PathParams((name, id)), query, headers).await
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! `idmint-server`: the ID service as a library. [`Server::start`] claims a generator ID for
 //! every namespace and stores its first window; [`serve`] answers HTTP on a bound listener until
-//! a shutdown token is cancelled, then shuts down in order.
+//! a shutdown token is cancelled, then shuts down in order. With the feature `grpc`,
+//! `serve_grpc` answers gRPC (`idmint.v1.IdMint` and `grpc.health.v1.Health`) the same way,
+//! and `serve_all` answers both over one server state, with one shutdown sequence.
 //!
 //! # Layout
 //!
@@ -8,6 +10,7 @@
 //! - `namespace`: a namespace's claim, generator, durable window and issuing.
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
 //!   `/openapi.json`).
+//! - `grpc` (feature `grpc`): the gRPC services, on tonic.
 //! - `metrics`: atomic counters rendered in the Prometheus text format.
 //! - `error`: [`Error`], and the one place that maps errors to status codes.
 //!
@@ -15,7 +18,11 @@
 //!
 //! When the token is cancelled: stop accepting connections, report not ready, drain in-flight
 //! requests (up to `drain_ms`), persist each namespace's mark, release its claim. The steps are
-//! recorded in [`Server::shutdown_steps`].
+//! recorded in [`Server::shutdown_steps`]. With both APIs (`serve_all`), each step is taken for
+//! both before the next begins: both listeners are closed, then readiness (and gRPC health)
+//! turns off, then both drain within the one `drain_ms`, then marks are persisted and claims
+//! released, once. gRPC streams end when the token is cancelled, so they never hold up the
+//! drain.
 //!
 //! # Example
 //!
@@ -43,6 +50,8 @@
 mod clock;
 mod config;
 mod error;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod http;
 mod metrics;
 mod namespace;
@@ -113,6 +122,8 @@ pub struct Server {
     coordinator: Arc<dyn Coordinator>,
     clocks: Arc<Clocks>,
     http_metrics: HttpMetrics,
+    #[cfg(feature = "grpc")]
+    grpc_metrics: grpc::GrpcMetrics,
     shutting_down: AtomicBool,
     tasks: TaskTracker,
     stop_tasks: CancellationToken,
@@ -147,6 +158,8 @@ impl Server {
             coordinator,
             clocks: Arc::new(Clocks::new(wall)),
             http_metrics: HttpMetrics::default(),
+            #[cfg(feature = "grpc")]
+            grpc_metrics: grpc::GrpcMetrics::default(),
             shutting_down: AtomicBool::new(false),
             tasks: TaskTracker::new(),
             stop_tasks: CancellationToken::new(),
@@ -216,7 +229,11 @@ impl Server {
     /// The current metrics, in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges()).collect();
-        metrics::render(&gauges, &self.http_metrics, self.is_ready())
+        #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
+        let mut out = metrics::render(&gauges, &self.http_metrics, self.is_ready());
+        #[cfg(feature = "grpc")]
+        self.grpc_metrics.render(&mut out);
+        out
     }
 
     /// IDs of one namespace, in increasing order, bypassing the network: what the HTTP and gRPC
@@ -244,6 +261,54 @@ impl Server {
         } else {
             ns.batch(&self.clocks, count, self.config.max_wait_ms).await
         }
+    }
+
+    /// [`Server::issue`] for a namespace of 64-bit IDs, appending them to `out` as bare
+    /// `u64`s (no `AnyId` per ID): the path of the gRPC `Batch` and `Stream` calls.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::issue`], and [`Error::BadRequest`] for a namespace of 128-bit IDs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::MemoryCoordinator;
+    /// use idmint_core::SystemClock;
+    /// use idmint_server::{Server, ServerConfig};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+    /// let mut ids = Vec::new();
+    /// server.issue_u64("default", 1000, &mut ids).await?;
+    /// assert!(ids.len() == 1000 && ids.windows(2).all(|w| w[0] < w[1]));
+    /// server.stop().await?;
+    /// # Ok::<(), idmint_server::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn issue_u64(
+        &self,
+        namespace: &str,
+        count: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), Error> {
+        let max = self.config.max_batch;
+        if !(1..=max).contains(&count) {
+            return Err(Error::BadRequest(format!(
+                "`count` must be a whole number from 1 to {max}"
+            )));
+        }
+        let ns = self.namespace(namespace)?;
+        if ns.layout.id_bits() != 64 {
+            return Err(Error::BadRequest(format!(
+                "namespace `{}` issues {}-bit ids",
+                ns.name,
+                ns.layout.id_bits()
+            )));
+        }
+        ns.batch_u64(&self.clocks, count, self.config.max_wait_ms, out).await
     }
 
     /// The layout of a namespace.
@@ -277,6 +342,11 @@ impl Server {
 
     pub(crate) fn http_metrics(&self) -> &HttpMetrics {
         &self.http_metrics
+    }
+
+    #[cfg(feature = "grpc")]
+    pub(crate) fn grpc_metrics(&self) -> &grpc::GrpcMetrics {
+        &self.grpc_metrics
     }
 
     fn step(&self, step: ShutdownStep) {
@@ -327,7 +397,169 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let router = http::router(Arc::clone(&server));
+    serve_endpoints(
+        server,
+        Some(listener),
+        #[cfg(feature = "grpc")]
+        None,
+        shutdown,
+    )
+    .await
+}
+
+/// Serves the gRPC API of `server` (`idmint.v1.IdMint`, and `grpc.health.v1.Health` reporting
+/// SERVING while [`Server::is_ready`]) on `listener` until `shutdown` is cancelled, then shuts
+/// down in the order of [`serve`]. Streams end with UNAVAILABLE when `shutdown` is cancelled.
+///
+/// # Errors
+///
+/// The error of the final persist-and-release step, or of the gRPC server, if any.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idmint_coord::MemoryCoordinator;
+/// use idmint_core::SystemClock;
+/// use idmint_proto::grpc::{BatchRequest, IdMintClient};
+/// use idmint_server::{Server, ServerConfig};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let url = format!("http://{}", listener.local_addr().unwrap());
+/// let shutdown = CancellationToken::new();
+/// let task = tokio::spawn(idmint_server::serve_grpc(Arc::clone(&server), listener, shutdown.clone()));
+/// let mut client = IdMintClient::connect(url).await.unwrap();
+/// let batch = client.batch(BatchRequest { namespace: String::new(), count: 3 }).await.unwrap();
+/// assert_eq!(batch.into_inner().ids.len(), 3);
+/// shutdown.cancel();
+/// task.await.unwrap()?;
+/// # Ok::<(), idmint_server::Error>(())
+/// # }).unwrap();
+/// ```
+#[cfg(feature = "grpc")]
+pub async fn serve_grpc(
+    server: Arc<Server>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    serve_endpoints(server, None, Some(listener), shutdown).await
+}
+
+/// Serves the HTTP API on `http` and, when given, the gRPC API on `grpc`, over one server,
+/// until `shutdown` is cancelled. Then both stop accepting, readiness and gRPC health turn
+/// off, both drain (together, within `drain_ms`), and only then are marks persisted and
+/// claims released, once: [`Server::shutdown_steps`] records each step once.
+///
+/// # Errors
+///
+/// The error of the final persist-and-release step, or of the gRPC server, if any.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idmint_coord::MemoryCoordinator;
+/// use idmint_core::SystemClock;
+/// use idmint_server::{Server, ServerConfig, ShutdownStep};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+/// let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let shutdown = CancellationToken::new();
+/// let task = tokio::spawn(idmint_server::serve_all(Arc::clone(&server), http, Some(grpc), shutdown.clone()));
+/// shutdown.cancel();
+/// task.await.unwrap()?;
+/// assert_eq!(
+///     server.shutdown_steps(),
+///     [
+///         ShutdownStep::StoppedAccepting,
+///         ShutdownStep::ReportedNotReady,
+///         ShutdownStep::Drained,
+///         ShutdownStep::Persisted,
+///         ShutdownStep::Released,
+///     ]
+/// );
+/// # Ok::<(), idmint_server::Error>(())
+/// # }).unwrap();
+/// ```
+#[cfg(feature = "grpc")]
+pub async fn serve_all(
+    server: Arc<Server>,
+    http: TcpListener,
+    grpc: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    serve_endpoints(server, Some(http), grpc, shutdown).await
+}
+
+/// The one shutdown sequence, over whichever APIs are served.
+async fn serve_endpoints(
+    server: Arc<Server>,
+    http: Option<TcpListener>,
+    #[cfg(feature = "grpc")] grpc: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    #[cfg(feature = "grpc")]
+    let grpc =
+        grpc.map(|listener| grpc::Endpoint::start(Arc::clone(&server), listener, shutdown.clone()));
+    let graceful = match http {
+        Some(listener) => Some(accept_http(&server, listener, &shutdown).await),
+        None => {
+            shutdown.cancelled().await;
+            None
+        }
+    };
+    #[cfg(feature = "grpc")]
+    if let Some(grpc) = &grpc {
+        grpc.stopped_accepting().await;
+    }
+    server.step(ShutdownStep::StoppedAccepting);
+    server.report_not_ready();
+    let drain = Duration::from_millis(server.config.drain_ms);
+    let http_drained = async {
+        if let Some(graceful) = graceful {
+            graceful.shutdown().await;
+        }
+    };
+    #[cfg(feature = "grpc")]
+    let grpc_drained = async {
+        match grpc {
+            Some(grpc) => grpc.drain().await,
+            None => Ok(()),
+        }
+    };
+    #[cfg(not(feature = "grpc"))]
+    let grpc_drained = async { Ok::<(), Error>(()) };
+    let drained = tokio::time::timeout(drain, async { tokio::join!(http_drained, grpc_drained).1 });
+    let grpc_result = match drained.await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!(
+                drain_ms = server.config.drain_ms,
+                "in-flight requests did not finish in time"
+            );
+            Ok(())
+        }
+    };
+    server.step(ShutdownStep::Drained);
+    server.stop().await.and(grpc_result)
+}
+
+/// Accepts HTTP connections on `listener` until `shutdown` is cancelled, then closes the
+/// listener and returns the handle that drains the open connections.
+async fn accept_http(
+    server: &Arc<Server>,
+    listener: TcpListener,
+    shutdown: &CancellationToken,
+) -> GracefulShutdown {
+    let router = http::router(Arc::clone(server));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -371,17 +603,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    server.step(ShutdownStep::StoppedAccepting);
-    server.report_not_ready();
-    let drain = Duration::from_millis(server.config.drain_ms);
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
-        tracing::warn!(
-            drain_ms = server.config.drain_ms,
-            "in-flight requests did not finish in time"
-        );
-    }
-    server.step(ShutdownStep::Drained);
-    server.stop().await
+    graceful
 }
 
 /// Binds a TCP listener, with a clear error.
@@ -436,7 +658,8 @@ mod tests {
         let mut reclaimed = false;
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            if server.render_metrics().contains("idmint_claims_lost_total{namespace=\"default\"} 1") {
+            if server.render_metrics().contains("idmint_claims_lost_total{namespace=\"default\"} 1")
+            {
                 reclaimed = server.is_ready();
                 if reclaimed {
                     break;

@@ -16,7 +16,7 @@ use std::{
 use arc_swap::ArcSwapOption;
 use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator, GeneratorIds};
 use idmint_core::{
-    Anchor, AnyGenerator, AnyId, DecimalId, FieldValue, GeneratorConfig, Layout, Next,
+    Anchor, AnyBatch, AnyGenerator, AnyId, DecimalId, FieldValue, GeneratorConfig, Layout, Next,
 };
 use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
@@ -37,6 +37,45 @@ fn claim_usable(state: ClaimState) -> bool {
         ClaimState::Held { until: None } => true,
         ClaimState::Held { until: Some(deadline) } => std::time::Instant::now() < deadline,
         ClaimState::Lost => false,
+    }
+}
+
+/// Where issued IDs go: `AnyId`s, or the bare `u64`s of a 64-bit layout.
+trait IdSink {
+    fn len(&self) -> usize;
+    fn reserve(&mut self, additional: usize);
+    fn take(&mut self, batch: AnyBatch);
+}
+
+impl IdSink for Vec<AnyId> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+
+    fn take(&mut self, batch: AnyBatch) {
+        self.extend(batch);
+    }
+}
+
+impl IdSink for Vec<u64> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+
+    fn take(&mut self, batch: AnyBatch) {
+        // Only 64-bit layouts issue into `u64`s (`Server::issue_u64` checks the width).
+        self.extend(batch.map(|id| match id {
+            AnyId::U64(v) => v,
+            AnyId::U128(v) => v as u64,
+        }));
     }
 }
 
@@ -336,6 +375,24 @@ impl Namespace {
         Ok(ids)
     }
 
+    /// `count` IDs of a 64-bit layout appended to `out`, as [`Namespace::batch`] (or
+    /// [`Namespace::next`] for one) counts them, without an `AnyId` per ID: the gRPC fast path.
+    /// The caller checks that the layout is 64 bits wide.
+    pub(crate) async fn batch_u64(
+        &self,
+        clocks: &Clocks,
+        count: u64,
+        max_wait_ms: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), Error> {
+        self.issue_into(clocks, count, max_wait_ms, out).await?;
+        NamespaceMetrics::add(&self.metrics.requests, 1);
+        if count > 1 {
+            NamespaceMetrics::add(&self.metrics.batches, 1);
+        }
+        Ok(())
+    }
+
     /// Reserves IDs until `count` are in hand, with the waiting rules of a request.
     pub(crate) async fn issue(
         &self,
@@ -343,14 +400,29 @@ impl Namespace {
         count: u64,
         max_wait_ms: u64,
     ) -> Result<Vec<AnyId>, Error> {
+        let mut ids = Vec::new();
+        self.issue_into(clocks, count, max_wait_ms, &mut ids).await?;
+        Ok(ids)
+    }
+
+    /// Reserves IDs until `count` more are in `ids`, with the waiting rules of a request.
+    async fn issue_into<S: IdSink>(
+        &self,
+        clocks: &Clocks,
+        count: u64,
+        max_wait_ms: u64,
+        ids: &mut S,
+    ) -> Result<(), Error> {
         let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
-        let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(1 << 20));
-        while (ids.len() as u64) < count {
+        ids.reserve(usize::try_from(count).unwrap_or(0).min(1 << 20));
+        let start = ids.len();
+        let issued = |ids: &S| (ids.len() - start) as u64;
+        while issued(ids) < count {
             let active =
                 self.active.load_full().ok_or_else(|| Error::NotReady(self.name.clone()))?;
             let now = active.now(clocks, &self.metrics);
-            match active.generator.next_batch(now, count - ids.len() as u64) {
-                Ok(Next::Ready(batch)) => ids.extend(batch),
+            match active.generator.next_batch(now, count - issued(ids)) {
+                Ok(Next::Ready(batch)) => ids.take(batch),
                 Ok(Next::Wait { until_ms }) => {
                     NamespaceMetrics::add(&self.metrics.sequence_exhaustions, 1);
                     let wait = until_ms.saturating_sub(now).max(1);
@@ -377,8 +449,8 @@ impl Namespace {
                 Err(e) => return Err(e.into()),
             }
         }
-        NamespaceMetrics::add(&self.metrics.ids_issued, ids.len() as u64);
-        Ok(ids)
+        NamespaceMetrics::add(&self.metrics.ids_issued, issued(ids));
+        Ok(())
     }
 
     /// Stops issuing, stores the final mark, and releases the claim (the mark stays).

@@ -1,0 +1,593 @@
+//! The gRPC API (feature `grpc`): the `idmint.v1.IdMint` service and the standard
+//! `grpc.health.v1.Health` service over the same [`Server`] as the HTTP API, on tonic.
+//! Handlers are thin, as in `http`: check the namespace and its token, call the server,
+//! convert; errors become statuses only through `From<Error> for tonic::Status` (`error`).
+//!
+//! Shutdown: the listener is owned by [`Incoming`], which drops it when the shutdown token
+//! is cancelled (and says so), while tonic keeps serving open connections until the caller
+//! starts the drain. Streams (`Stream`, health `Watch`) end when the token is cancelled, so
+//! the drain never waits on a client that reads forever.
+
+use std::{
+    fmt::Write as _,
+    io,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering::Relaxed},
+    },
+    task::{Context, Poll, ready},
+    time::Duration,
+};
+
+use idmint_core::{AnyId, FieldValue, Format};
+use idmint_proto::grpc::{
+    BatchRequest, DecodeRequest, DecodeResponse, Field, IdBatch, IdMint, IdMintServer,
+    ListNamespacesRequest, ListNamespacesResponse, NextRequest, NextResponse, SERVICE_NAME,
+    StreamRequest, field, next_response,
+};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::mpsc,
+    time::Sleep,
+};
+use tokio_stream::{Stream, wrappers::ReceiverStream};
+use tokio_util::{
+    sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned},
+    task::AbortOnDropHandle,
+};
+use tonic::{Request, Response, Status, metadata::MetadataMap};
+use tonic_health::pb::{
+    HealthCheckRequest, HealthCheckResponse,
+    health_check_response::ServingStatus,
+    health_server::{Health, HealthServer},
+};
+
+use crate::{Error, Server, http::constant_time_eq, namespace::Namespace};
+
+/// Messages a `Stream` call may have made but not yet handed to tonic: each one is a
+/// reservation, so a slow reader holds at most this many (plus what HTTP/2 buffers).
+const STREAM_BUFFER: usize = 2;
+/// How often a health `Watch` looks at readiness between shutdown notifications.
+const HEALTH_POLL: Duration = Duration::from_millis(250);
+/// HTTP/2 pings on idle connections, so a vanished client's streams end.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the connection is closed.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Concurrent calls per connection.
+const MAX_CONCURRENT_STREAMS: u32 = 1024;
+/// HTTP/2 receive windows: requests are small, so the defaults would do; these keep a
+/// client that streams requests from stalling on flow control.
+const STREAM_WINDOW: u32 = 1 << 20;
+const CONNECTION_WINDOW: u32 = 4 << 20;
+/// Room in a response for everything but the IDs (namespace, field tags, lengths).
+const MESSAGE_OVERHEAD: usize = 4 * 1024;
+
+/// gRPC calls by status code, and open streams.
+#[derive(Debug, Default)]
+pub(crate) struct GrpcMetrics {
+    /// Calls ended, by `tonic::Code` (0..=16).
+    by_code: [AtomicU64; 17],
+    /// `Stream` calls whose producer is running.
+    streams_open: AtomicU64,
+    /// Messages sent by `Stream` calls.
+    stream_messages: AtomicU64,
+}
+
+impl GrpcMetrics {
+    fn record(&self, code: tonic::Code) {
+        let slot = usize::try_from(code as i32).unwrap_or(0).min(self.by_code.len() - 1);
+        self.by_code[slot].fetch_add(1, Relaxed);
+    }
+
+    /// Counts an open stream until the guard is dropped.
+    fn stream_opened(&self) -> StreamGuard<'_> {
+        self.streams_open.fetch_add(1, Relaxed);
+        StreamGuard(self)
+    }
+
+    /// Appends the gRPC families in the Prometheus text format.
+    pub(crate) fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP idmint_grpc_responses_total gRPC calls ended, by status code.\n# TYPE idmint_grpc_responses_total counter"
+        );
+        for (i, count) in self.by_code.iter().enumerate() {
+            let code = tonic::Code::from_i32(i32::try_from(i).unwrap_or(2));
+            let _ = writeln!(
+                out,
+                "idmint_grpc_responses_total{{code=\"{}\"}} {}",
+                code_name(code),
+                count.load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP idmint_grpc_streams_open Stream calls whose producer is running.\n# TYPE idmint_grpc_streams_open gauge\nidmint_grpc_streams_open {}",
+            self.streams_open.load(Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP idmint_grpc_stream_messages_total Batches sent by Stream calls.\n# TYPE idmint_grpc_stream_messages_total counter\nidmint_grpc_stream_messages_total {}",
+            self.stream_messages.load(Relaxed)
+        );
+    }
+}
+
+/// Keeps `streams_open` up while a stream's producer runs, whichever way it ends.
+struct StreamGuard<'a>(&'a GrpcMetrics);
+
+impl Drop for StreamGuard<'_> {
+    fn drop(&mut self) {
+        self.0.streams_open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// The gRPC name of a status code, as Prometheus labels it.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code as C;
+    match code {
+        C::Ok => "OK",
+        C::Cancelled => "CANCELLED",
+        C::Unknown => "UNKNOWN",
+        C::InvalidArgument => "INVALID_ARGUMENT",
+        C::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        C::NotFound => "NOT_FOUND",
+        C::AlreadyExists => "ALREADY_EXISTS",
+        C::PermissionDenied => "PERMISSION_DENIED",
+        C::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        C::FailedPrecondition => "FAILED_PRECONDITION",
+        C::Aborted => "ABORTED",
+        C::OutOfRange => "OUT_OF_RANGE",
+        C::Unimplemented => "UNIMPLEMENTED",
+        C::Internal => "INTERNAL",
+        C::Unavailable => "UNAVAILABLE",
+        C::DataLoss => "DATA_LOSS",
+        C::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// A running gRPC endpoint: tonic serving on a spawned task, in the caller's shutdown
+/// sequence.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    /// Cancelled once the listener is closed.
+    stopped_accepting: CancellationToken,
+    /// Cancelled by [`Endpoint::drain`]: tonic then ends its connections gracefully.
+    drain: CancellationToken,
+    task: AbortOnDropHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl Endpoint {
+    /// Starts serving `server` on `listener`; the listener closes when `shutdown` is
+    /// cancelled, connections stay open until [`Endpoint::drain`].
+    pub(crate) fn start(
+        server: Arc<Server>,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> Endpoint {
+        let stopped_accepting = CancellationToken::new();
+        let drain = CancellationToken::new();
+        let incoming = Incoming {
+            listener: Some(listener),
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            stopped: Some(stopped_accepting.clone().drop_guard()),
+            backoff: None,
+            delay: Duration::from_millis(1),
+        };
+        let config = server.config();
+        // The largest answer: max_batch 128-bit IDs at 16 bytes each.
+        let max_response =
+            usize::try_from(config.max_batch).unwrap_or(usize::MAX).saturating_mul(16);
+        let idmint = IdMintServer::new(IdMintService {
+            server: Arc::clone(&server),
+            shutdown: shutdown.clone(),
+        })
+        .max_decoding_message_size(config.max_body_bytes)
+        .max_encoding_message_size(max_response.saturating_add(MESSAGE_OVERHEAD));
+        let health = HealthServer::new(HealthService { server, shutdown })
+            .max_decoding_message_size(MESSAGE_OVERHEAD);
+        let router = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .http2_max_header_list_size(16 * 1024)
+            .add_service(health)
+            .add_service(idmint);
+        let signal = drain.clone().cancelled_owned();
+        let task = tokio::spawn(async move {
+            let served = router.serve_with_incoming_shutdown(incoming, signal).await;
+            if let Err(e) = &served {
+                tracing::error!(error = %e, "the gRPC server failed");
+            }
+            served
+        });
+        Endpoint { stopped_accepting, drain, task: AbortOnDropHandle::new(task) }
+    }
+
+    /// Returns once the listener is closed.
+    pub(crate) async fn stopped_accepting(&self) {
+        self.stopped_accepting.cancelled().await;
+    }
+
+    /// Ends the connections gracefully and waits until they are closed. Dropping the future
+    /// (when the drain time runs out) stops waiting.
+    pub(crate) async fn drain(self) -> Result<(), Error> {
+        self.drain.cancel();
+        match self.task.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::io("the gRPC server failed", io::Error::other(e))),
+            Err(e) => Err(Error::io("the gRPC server task failed", io::Error::other(e))),
+        }
+    }
+}
+
+/// The connections of a listener until shutdown. Then it closes the listener, cancels its
+/// `stopped` token, and stays pending: tonic goes on serving the open connections until the
+/// drain signal (a stream that ended would start tonic's drain at once).
+struct Incoming {
+    listener: Option<TcpListener>,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    stopped: Option<DropGuard>,
+    /// While set, accepting waits (after an accept error such as too many open files).
+    backoff: Option<Pin<Box<Sleep>>>,
+    delay: Duration,
+}
+
+impl Stream for Incoming {
+    type Item = io::Result<TcpStream>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let Some(listener) = &this.listener else { return Poll::Pending };
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            this.listener = None;
+            this.stopped = None;
+            return Poll::Pending;
+        }
+        if let Some(backoff) = &mut this.backoff {
+            ready!(backoff.as_mut().poll(cx));
+            this.backoff = None;
+        }
+        match ready!(listener.poll_accept(cx)) {
+            Ok((stream, _)) => {
+                this.delay = Duration::from_millis(1);
+                let _ = stream.set_nodelay(true);
+                Poll::Ready(Some(Ok(stream)))
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "gRPC accept failed");
+                this.backoff = Some(Box::pin(tokio::time::sleep(this.delay)));
+                this.delay = (this.delay * 2).min(Duration::from_secs(1));
+                Poll::Ready(Some(Err(e)))
+            }
+        }
+    }
+}
+
+/// `idmint.v1.IdMint` over a server.
+#[derive(Debug)]
+struct IdMintService {
+    server: Arc<Server>,
+    shutdown: CancellationToken,
+}
+
+impl IdMintService {
+    /// Counts the call's outcome and turns it into a response.
+    fn answer<T>(&self, result: Result<T, Error>) -> Result<Response<T>, Status> {
+        match result {
+            Ok(message) => {
+                self.server.grpc_metrics().record(tonic::Code::Ok);
+                Ok(Response::new(message))
+            }
+            Err(e) => {
+                let status = Status::from(e);
+                self.server.grpc_metrics().record(status.code());
+                Err(status)
+            }
+        }
+    }
+
+    fn next(&self, request: &Request<NextRequest>) -> Result<(&Arc<Namespace>, Format), Error> {
+        let message = request.get_ref();
+        let ns = authorized(&self.server, &message.namespace, request.metadata())?;
+        let format = match &message.format {
+            Some(name) => parse_format(name)?,
+            None => ns.layout.default_format(),
+        };
+        if !format.supports(ns.layout.id_bits()) {
+            return Err(Error::BadRequest(format!(
+                "format `{format}` cannot hold {}-bit ids",
+                ns.layout.id_bits()
+            )));
+        }
+        Ok((ns, format))
+    }
+
+    fn decode(&self, request: &Request<DecodeRequest>) -> Result<DecodeResponse, Error> {
+        let message = request.get_ref();
+        let ns = authorized(&self.server, &message.namespace, request.metadata())?;
+        let layout = &ns.layout;
+        let format = match &message.format {
+            Some(name) => parse_format(name)?,
+            None => layout.default_format(),
+        };
+        let parsed = layout.parse(&message.id, format)?;
+        let fields = layout
+            .decode(parsed)?
+            .into_iter()
+            .map(|(name, value)| Field {
+                name,
+                value: Some(match value {
+                    FieldValue::Number(n) => field::Value::Number(n),
+                    FieldValue::Text(t) => field::Value::Text(t),
+                }),
+            })
+            .collect();
+        let unix_ms = layout.time_ms(parsed, self.server.clocks().wall_ms())?;
+        Ok(DecodeResponse {
+            layout: layout.name().to_owned(),
+            id: layout.format(parsed, layout.default_format())?,
+            fields,
+            time: unix_ms.map(idmint_core::format_rfc3339_ms),
+            unix_ms,
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl IdMint for IdMintService {
+    async fn next(&self, request: Request<NextRequest>) -> Result<Response<NextResponse>, Status> {
+        let result = async {
+            let (ns, format) = self.next(&request)?;
+            let id = self.server.issue(&ns.name, 1).await?.pop().ok_or(Error::ShuttingDown)?;
+            let mut text = String::new();
+            id.write(format, &mut text)?;
+            let id = match id {
+                AnyId::U64(v) => next_response::Id::U64(v),
+                AnyId::U128(v) => next_response::Id::U128(v.to_be_bytes().to_vec()),
+            };
+            Ok(NextResponse { namespace: ns.name.clone(), id: Some(id), text })
+        }
+        .await;
+        self.answer(result)
+    }
+
+    async fn batch(&self, request: Request<BatchRequest>) -> Result<Response<IdBatch>, Status> {
+        let result = async {
+            let message = request.get_ref();
+            let ns = authorized(&self.server, &message.namespace, request.metadata())?;
+            issue_batch(&self.server, ns, message.count).await
+        }
+        .await;
+        self.answer(result)
+    }
+
+    type StreamStream = ReceiverStream<Result<IdBatch, Status>>;
+
+    async fn stream(
+        &self,
+        request: Request<StreamRequest>,
+    ) -> Result<Response<Self::StreamStream>, Status> {
+        let started = (|| {
+            let message = request.get_ref();
+            let ns = authorized(&self.server, &message.namespace, request.metadata())?;
+            if message.batch_size == 0 {
+                return Err(Error::BadRequest("`batch_size` must be at least 1".into()));
+            }
+            let size = message.batch_size.min(self.server.config().max_batch);
+            Ok((Arc::clone(ns), size, message.batches))
+        })();
+        let (ns, size, batches) = match started {
+            Ok(started) => started,
+            Err(e) => return self.answer(Err(e)),
+        };
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(produce(
+            Arc::clone(&self.server),
+            ns,
+            size,
+            batches,
+            tx,
+            self.shutdown.clone(),
+        ));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn decode(
+        &self,
+        request: Request<DecodeRequest>,
+    ) -> Result<Response<DecodeResponse>, Status> {
+        let result = self.decode(&request);
+        self.answer(result)
+    }
+
+    async fn list_namespaces(
+        &self,
+        _request: Request<ListNamespacesRequest>,
+    ) -> Result<Response<ListNamespacesResponse>, Status> {
+        let namespaces = self.server.namespace_infos().into_iter().map(Into::into).collect();
+        self.answer(Ok(ListNamespacesResponse { namespaces }))
+    }
+}
+
+/// The producer of one `Stream` call: reserves `size` IDs whenever the channel has room
+/// and sends them at once, `batches` times (0: until the client goes). Ends when the client
+/// cancels (the receiver is dropped), on shutdown (with UNAVAILABLE), or on the first
+/// issuing error (with its status).
+async fn produce(
+    server: Arc<Server>,
+    ns: Arc<Namespace>,
+    size: u64,
+    batches: u64,
+    tx: mpsc::Sender<Result<IdBatch, Status>>,
+    shutdown: CancellationToken,
+) {
+    let metrics = server.grpc_metrics();
+    let _open = metrics.stream_opened();
+    let mut sent = 0;
+    let end = loop {
+        if batches != 0 && sent == batches {
+            break Ok(());
+        }
+        // Wait for room first: IDs are reserved only when they can be sent right away.
+        let permit = tokio::select! {
+            biased;
+            () = tx.closed() => break Err(None),
+            () = shutdown.cancelled() => break Err(Some(Error::ShuttingDown)),
+            permit = tx.reserve() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break Err(None),
+            },
+        };
+        let issued = tokio::select! {
+            biased;
+            () = tx.closed() => break Err(None),
+            () = shutdown.cancelled() => break Err(Some(Error::ShuttingDown)),
+            issued = issue_batch(&server, &ns, size) => issued,
+        };
+        match issued {
+            Ok(batch) => {
+                permit.send(Ok(batch));
+                metrics.stream_messages.fetch_add(1, Relaxed);
+                sent += 1;
+            }
+            Err(e) => break Err(Some(e)),
+        }
+    };
+    match end {
+        Ok(()) => metrics.record(tonic::Code::Ok),
+        Err(None) => metrics.record(tonic::Code::Cancelled),
+        Err(Some(e)) => {
+            let status = Status::from(e);
+            metrics.record(status.code());
+            // Fails only when the client is gone, which ends the call as well.
+            let _ = tx.send(Err(status)).await;
+        }
+    }
+}
+
+/// `count` IDs as a message. 64-bit IDs are written straight into the packed field (8 bytes
+/// per ID, no `AnyId` in between); 128-bit ones as 16 big-endian bytes each.
+async fn issue_batch(server: &Server, ns: &Namespace, count: u64) -> Result<IdBatch, Error> {
+    if ns.layout.id_bits() == 64 {
+        let mut ids = Vec::new();
+        server.issue_u64(&ns.name, count, &mut ids).await?;
+        return Ok(IdBatch { ids, ids128: Vec::new() });
+    }
+    let ids = server.issue(&ns.name, count).await?;
+    Ok(IdBatch::from_u128s(ids.into_iter().map(|id| match id {
+        AnyId::U128(v) => v,
+        AnyId::U64(v) => u128::from(v),
+    })))
+}
+
+fn parse_format(name: &str) -> Result<Format, Error> {
+    name.parse().map_err(|e: idmint_core::Error| Error::BadRequest(e.to_string()))
+}
+
+/// The namespace (empty: the default one), after checking its bearer token in the
+/// `authorization` metadata, by the rules of the HTTP API.
+fn authorized<'a>(
+    server: &'a Server,
+    name: &str,
+    metadata: &MetadataMap,
+) -> Result<&'a Arc<Namespace>, Error> {
+    let name = if name.is_empty() { server.default_namespace() } else { name };
+    let namespace = server.namespace(name)?;
+    if let Some(expected) = namespace.token() {
+        let given = metadata
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| Error::Unauthorized(namespace.name.clone()))?;
+        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+            return Err(Error::Forbidden(namespace.name.clone()));
+        }
+    }
+    Ok(namespace)
+}
+
+/// `grpc.health.v1.Health`: SERVING for the server (`""`) and `idmint.v1.IdMint` while the
+/// server is ready and not shutting down, NOT_SERVING otherwise.
+#[derive(Debug)]
+struct HealthService {
+    server: Arc<Server>,
+    shutdown: CancellationToken,
+}
+
+impl HealthService {
+    fn known(service: &str) -> bool {
+        service.is_empty() || service == SERVICE_NAME
+    }
+
+    fn status(server: &Server, shutdown: &CancellationToken) -> ServingStatus {
+        if server.is_ready() && !shutdown.is_cancelled() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        }
+    }
+}
+
+fn health(status: ServingStatus) -> HealthCheckResponse {
+    HealthCheckResponse { status: status as i32 }
+}
+
+#[tonic::async_trait]
+impl Health for HealthService {
+    async fn check(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<HealthCheckResponse>, Status> {
+        let service = &request.get_ref().service;
+        if !Self::known(service) {
+            return Err(Error::NotFound(format!("health of service `{service}`")).into());
+        }
+        Ok(Response::new(health(Self::status(&self.server, &self.shutdown))))
+    }
+
+    type WatchStream = ReceiverStream<Result<HealthCheckResponse, Status>>;
+
+    /// Sends the status at once and whenever it changes; sends NOT_SERVING and ends at
+    /// shutdown. An unknown service is SERVICE_UNKNOWN, and the call stays open.
+    async fn watch(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let known = Self::known(&request.get_ref().service);
+        let (tx, rx) = mpsc::channel(1);
+        let server = Arc::clone(&self.server);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let current = || {
+                if known { Self::status(&server, &shutdown) } else { ServingStatus::ServiceUnknown }
+            };
+            let mut last = current();
+            if tx.send(Ok(health(last))).await.is_err() {
+                return;
+            }
+            loop {
+                let ended = tokio::select! {
+                    () = tx.closed() => return,
+                    () = shutdown.cancelled() => true,
+                    () = tokio::time::sleep(HEALTH_POLL) => false,
+                };
+                let now = current();
+                if now != last {
+                    last = now;
+                    if tx.send(Ok(health(now))).await.is_err() {
+                        return;
+                    }
+                }
+                if ended {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
