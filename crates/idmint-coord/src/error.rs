@@ -96,6 +96,90 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// A counter, or a namespace's segment ID space, reached its maximum. Nothing was handed
+    /// out; counters and segments never wrap around.
+    #[error("{what} `{name}` is exhausted: its maximum is {max} and it never wraps around")]
+    Exhausted {
+        /// What ran out (`counter`, `segment namespace`).
+        what: &'static str,
+        /// The counter's or namespace's name.
+        name: String,
+        /// The largest value it may reach.
+        max: u64,
+    },
+    /// The store is configured so that it may lose writes it has acknowledged, which would hand
+    /// out the same IDs twice after a crash; it is refused.
+    #[error(
+        "{backend} setting `{setting}` is `{value}`: a crash could lose acknowledged writes and hand out the same ids twice; set it to `on`"
+    )]
+    NotDurable {
+        /// The backend.
+        backend: &'static str,
+        /// The setting (`fsync`, `synchronous_commit`).
+        setting: String,
+        /// Its value.
+        value: String,
+    },
+    /// An icicle node (Redis) has no logical shard ID, or one outside 1..=1023 (icicle's
+    /// `InvalidLogicalShardIdException`): its IDs could collide with another node's or not fit.
+    #[cfg(feature = "redis")]
+    #[error("{}", describe_shard(node, *shard))]
+    InvalidShard {
+        /// The node, without its password.
+        node: String,
+        /// What the node reported; −1 when `icicle-generator-logical-shard-id` is missing or not
+        /// a number.
+        shard: i64,
+    },
+    /// The logical shard ID is already set on another icicle node. Two nodes with one shard ID
+    /// issue the same IDs, so it is refused.
+    #[cfg(feature = "redis")]
+    #[error(
+        "logical shard id {shard} is already set on icicle node {other}; refusing to set it on {node} too"
+    )]
+    ShardInUse {
+        /// The shard ID asked for.
+        shard: u16,
+        /// The node it was to be set on.
+        node: String,
+        /// The node that already has it.
+        other: String,
+    },
+    /// An icicle node refused to generate IDs because its lock key is set: its sequence rolled
+    /// over (a 1 ms lock), or a failover guard fenced it.
+    #[cfg(feature = "redis")]
+    #[error("icicle node {node} is locked: {reason}")]
+    NodeLocked {
+        /// The node, without its password.
+        node: String,
+        /// The node's error reply.
+        reason: String,
+    },
+    /// The failover guard refused IDs from an icicle node: the node restarted or failed over
+    /// (its run ID or replication ID changed) and its clock is not past the last millisecond
+    /// already seen for the logical shard, so its IDs could repeat ones already handed out. The
+    /// node was locked until its clock passes that millisecond.
+    #[cfg(feature = "redis")]
+    #[error(
+        "icicle node {node} restarted or failed over and its clock ({node_ms} ms) is not past the last millisecond seen for logical shard {shard} ({seen_ms} ms); its ids were refused and it is locked until then"
+    )]
+    FailoverFenced {
+        /// The node, without its password.
+        node: String,
+        /// The logical shard.
+        shard: u16,
+        /// The node's clock (Unix ms) when it generated the refused IDs.
+        node_ms: u64,
+        /// The last millisecond (Unix ms) of any ID seen for the shard.
+        seen_ms: u64,
+    },
+    /// No icicle node generated IDs within the allowed attempts.
+    #[cfg(feature = "redis")]
+    #[error("no icicle node generated ids in {} attempts: {}", .failures.len(), join(.failures))]
+    AttemptsExhausted {
+        /// Each attempt's failure, in order.
+        failures: Vec<Error>,
+    },
 }
 
 impl Error {
@@ -103,4 +187,24 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io { context: context.into(), source: Arc::new(source) }
     }
+}
+
+/// The message of [`Error::InvalidShard`].
+#[cfg(feature = "redis")]
+fn describe_shard(node: &str, shard: i64) -> String {
+    if shard == -1 {
+        format!(
+            "icicle node {node} has no logical shard id (`icicle-generator-logical-shard-id` is missing or not a number); set one in 1..=1023 on each node"
+        )
+    } else {
+        format!("logical shard id {shard} of icicle node {node} is not in 1..=1023")
+    }
+}
+
+/// The failures of [`Error::AttemptsExhausted`], numbered.
+#[cfg(feature = "redis")]
+fn join(failures: &[Error]) -> String {
+    let parts: Vec<String> =
+        failures.iter().enumerate().map(|(i, e)| format!("[{}] {e}", i + 1)).collect();
+    parts.join("; ")
 }

@@ -9,6 +9,8 @@
 //! | service | harness | feature |
 //! | --- | --- | --- |
 //! | etcd | [`EtcdCluster`] | `etcd` |
+//! | Redis (with an optional fake wall clock) | [`RedisServer`] | `redis` |
+//! | PostgreSQL (segments and counters) | [`Postgres`] | none (the harness runs the server's own programs) |
 //!
 //! # Example
 //!
@@ -24,6 +26,9 @@
 
 #[cfg(feature = "etcd")]
 mod etcd;
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 
 use std::{
     io,
@@ -33,6 +38,9 @@ use std::{
 
 #[cfg(feature = "etcd")]
 pub use self::etcd::EtcdCluster;
+pub use self::postgres::Postgres;
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisClock, RedisServer};
 
 /// Why a service harness could not do what it was asked.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,196 @@
+//! Persistent counters and DecimalIds (seed 001) on every counter store: the memory and file
+//! stores always, Postgres (feature `postgres`) and etcd (feature `etcd`) against real servers
+//! started by `idmint_coord::testing`, skipped when they are not installed unless `CI=true`.
+//! Each check counts the IDs it saw and asserts there is no duplicate.
+
+#![cfg(feature = "test-util")]
+
+use std::{collections::HashSet, sync::Arc};
+
+use idmint_coord::{
+    CounterStore, DecimalIdOptions, DecimalIdSource, DecimalIds, Error, FileStore, MemoryStore,
+};
+use idmint_core::DecimalId;
+
+const LAUNCH: &str = "launch";
+const GENERATOR: &str = "generator";
+
+/// The counter contract: values count up from 1, stop at `max` (and stay there), names are
+/// independent, bad requests are refused, and concurrent increments never share a value.
+async fn counters_count_once_and_never_wrap(counters: Arc<dyn CounterStore>) {
+    assert_eq!(counters.next("c", 3).await.expect("1"), 1);
+    assert_eq!(counters.next("c", 3).await.expect("2"), 2);
+    assert_eq!(counters.next("other", 3).await.expect("independent"), 1);
+    assert_eq!(counters.next("c", 3).await.expect("3"), 3);
+    for _ in 0..2 {
+        match counters.next("c", 3).await {
+            Err(e @ Error::Exhausted { max: 3, .. }) => {
+                assert!(e.to_string().contains("counter `c` is exhausted"), "{e}")
+            }
+            other => panic!("a counter at its maximum must stay exhausted, got {other:?}"),
+        }
+    }
+    // A larger maximum lets it go on from where it is, never from the start.
+    assert_eq!(counters.next("c", 4).await.expect("4"), 4);
+    assert!(matches!(counters.next("zero", 0).await, Err(Error::Exhausted { .. })));
+    assert!(matches!(counters.next("Bad Name", 3).await, Err(Error::InvalidRequest(_))));
+    assert!(matches!(counters.next("big", u64::MAX).await, Err(Error::InvalidRequest(_))));
+
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let counters = Arc::clone(&counters);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..25 {
+                    got.push(counters.next("shared", 1_000).await.expect("next"));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("task"));
+    }
+    all.sort_unstable();
+    assert_eq!(all, (1..=100).collect::<Vec<_>>(), "concurrent increments");
+}
+
+/// Takes `n` IDs from `source`, singles and batches, checking that each belongs to it.
+async fn take(source: &DecimalIdSource, n: usize) -> Vec<u64> {
+    let mut ids = Vec::new();
+    while ids.len() < n {
+        if ids.len() % 3 == 0 {
+            ids.extend(source.next_batch(3).await.expect("batch").map(DecimalId::to_raw));
+        } else {
+            ids.push(source.next().await.expect("next").to_raw());
+        }
+    }
+    let generators = source.generator_ids();
+    for &raw in &ids {
+        let parts = DecimalId::from_raw(raw).expect("a decimal id").into_parts();
+        assert_eq!(parts.launch_id, source.launch_id(), "{raw}");
+        assert!(generators.contains(&parts.generator_id), "{raw} from {generators:?}");
+        assert!((1..=5).contains(&parts.counter), "{raw}");
+    }
+    ids
+}
+
+/// Seed 001's DecimalId on persistent counters: two starts get different launch IDs and
+/// disjoint generator IDs; running out of the counter part takes a new generator ID and goes
+/// on; sources running at once never collide.
+async fn decimal_ids_never_repeat(counters: Arc<dyn CounterStore>) {
+    let options = DecimalIdOptions { max_counter: Some(5) };
+    let first = DecimalIds::start(counters.clone(), LAUNCH, GENERATOR, options.clone())
+        .await
+        .expect("first start");
+    let mut all = take(&first, 23).await;
+    let first_generators = first.generator_ids();
+    assert!(first_generators.len() >= 5, "23 ids of 5 each: {first_generators:?}");
+    assert_eq!(first_generators.iter().collect::<HashSet<_>>().len(), first_generators.len());
+
+    // A restart: a new launch ID and fresh generator IDs.
+    let second = DecimalIds::start(counters.clone(), LAUNCH, GENERATOR, options.clone())
+        .await
+        .expect("second start");
+    assert_ne!(second.launch_id(), first.launch_id());
+    assert!(!first_generators.contains(&second.generator_id()));
+    all.extend(take(&second, 17).await);
+
+    // Both keep going at once, as two processes would.
+    let (a, b) = (Arc::new(first), Arc::new(second));
+    let tasks: Vec<_> = [a.clone(), b.clone(), a.clone(), b.clone()]
+        .into_iter()
+        .map(|source| tokio::spawn(async move { take(&source, 40).await }))
+        .collect();
+    for task in tasks {
+        all.extend(task.await.expect("task"));
+    }
+    let mut generators = a.generator_ids();
+    generators.extend(b.generator_ids());
+    let distinct: HashSet<_> = generators.iter().collect();
+    assert_eq!(distinct.len(), generators.len(), "a generator id was taken twice");
+
+    let count = all.len();
+    let unique: HashSet<_> = all.iter().collect();
+    assert_eq!(unique.len(), count, "duplicates among {count} decimal ids");
+    assert!(count >= 200);
+}
+
+async fn run_all(counters: Arc<dyn CounterStore>) {
+    counters_count_once_and_never_wrap(counters.clone()).await;
+    decimal_ids_never_repeat(counters).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_counters() {
+    run_all(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_counters() {
+    let dir = tempfile::tempdir().expect("dir");
+    run_all(Arc::new(FileStore::open(dir.path()).expect("store"))).await;
+    // The values are on disk: a new handle (a restarted process) goes on after them.
+    let again = Arc::new(FileStore::open(dir.path()).expect("store"));
+    assert_eq!(again.next("c", 10).await.expect("after restart"), 5);
+    let source = DecimalIds::start(again, LAUNCH, GENERATOR, DecimalIdOptions::default())
+        .await
+        .expect("third start");
+    assert_eq!(source.launch_id(), 3);
+}
+
+#[tokio::test]
+async fn bad_decimal_id_options_are_refused() {
+    let counters = Arc::new(MemoryStore::new());
+    for max_counter in [0, DecimalId::MAX_COUNTER + 1] {
+        let options = DecimalIdOptions { max_counter: Some(max_counter) };
+        let got = DecimalIds::start(counters.clone(), LAUNCH, GENERATOR, options).await;
+        assert!(matches!(got, Err(Error::InvalidRequest(_))), "{max_counter}: {got:?}");
+    }
+}
+
+#[tokio::test]
+async fn launches_stop_at_99_999() {
+    let counters = Arc::new(MemoryStore::new());
+    // Spend 99,998 launches directly, then the last two starts.
+    for _ in 0..99_998 {
+        counters.next(LAUNCH, DecimalId::MAX_LAUNCH_ID).await.expect("launch");
+    }
+    let last = DecimalIds::start(counters.clone(), LAUNCH, GENERATOR, DecimalIdOptions::default())
+        .await
+        .expect("the last launch");
+    assert_eq!(last.launch_id(), 99_999);
+    let refused = DecimalIds::start(counters, LAUNCH, GENERATOR, DecimalIdOptions::default()).await;
+    assert!(matches!(refused, Err(Error::Exhausted { max: 99_999, .. })), "{refused:?}");
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_counters() {
+    use idmint_coord::{PostgresOptions, PostgresStore, testing};
+
+    let Some(server) = testing::available(testing::Postgres::start()) else { return };
+    let store =
+        PostgresStore::connect(&server.url(), PostgresOptions::default()).await.expect("connect");
+    run_all(Arc::new(store)).await;
+    assert_eq!(
+        server.psql("select value from idmint_counters where name = 'launch'").expect("read"),
+        "2"
+    );
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_counters() {
+    use idmint_coord::{EtcdCounterOptions, EtcdCounters, testing};
+
+    let Some(cluster) = testing::available(testing::EtcdCluster::start(1).await) else { return };
+    let options = EtcdCounterOptions { prefix: "test/".into(), ..EtcdCounterOptions::default() };
+    let counters =
+        EtcdCounters::connect(&cluster.endpoints(), options.clone()).await.expect("connect");
+    run_all(Arc::new(counters)).await;
+    // Another client (another process) continues the same counters.
+    let other = EtcdCounters::connect(&cluster.endpoints(), options).await.expect("connect");
+    assert_eq!(other.next(LAUNCH, 99_999).await.expect("launch"), 3);
+}
