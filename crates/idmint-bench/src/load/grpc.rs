@@ -1,0 +1,229 @@
+//! idmint's gRPC `Stream` under load: N streams, each on its own HTTP/2 connection, read as
+//! fast as the client can. Every message must hold exactly `batch_size` 64-bit IDs, and every
+//! stream's IDs must strictly increase across its messages (the contract of `Stream`).
+
+use std::time::Duration;
+
+use idmint_proto::grpc::{IdMintClient, StreamRequest};
+use serde::Serialize;
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::load::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
+
+/// The HTTP/2 receive window of each stream. tonic's default (64 KiB, HTTP/2's initial
+/// window) holds two messages of 4,096 IDs and would make throughput a function of round
+/// trips; grpc-go and others grow their windows to the bandwidth-delay product instead. The
+/// same windows are used against ferroid-tonic-server.
+pub(crate) const STREAM_WINDOW: u32 = 8 << 20;
+/// The HTTP/2 receive window of each connection.
+pub(crate) const CONNECTION_WINDOW: u32 = 16 << 20;
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct StreamOptions {
+    /// The server's gRPC address: `http://127.0.0.1:50051`.
+    pub url: String,
+    /// The namespace; empty for the server's default one.
+    pub namespace: String,
+    /// IDs per message.
+    pub batch_size: u64,
+    /// Concurrent streams, each on its own connection.
+    pub streams: usize,
+    /// Load before measuring.
+    pub warmup: Duration,
+    /// How long to measure.
+    pub duration: Duration,
+}
+
+/// The result of [`grpc_stream`] or [`ferroid_stream`](crate::load::ferroid_stream).
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamReport {
+    /// The server's URL.
+    pub url: String,
+    /// Which call: `idmint.v1.IdMint/Stream` or `ferroid.IdGenerator/StreamIds`.
+    pub call: &'static str,
+    /// The namespace (idmint only).
+    pub namespace: Option<String>,
+    /// IDs per message asked for (idmint), or IDs per call (ferroid).
+    pub requested: u64,
+    /// Concurrent streams.
+    pub streams: usize,
+    /// The measured duration.
+    pub seconds: f64,
+    /// Messages received inside the measured window.
+    pub messages: u64,
+    /// `messages` per second.
+    pub messages_per_s: f64,
+    /// IDs in those messages.
+    pub ids: u64,
+    /// `ids` per second.
+    pub ids_per_s: f64,
+    /// The time between two messages of one stream (so, time per message).
+    pub gap: LatencySummary,
+    /// Failures and the distinct check.
+    pub outcome: Outcome,
+}
+
+/// What one stream did.
+pub(crate) struct StreamResult {
+    pub(crate) messages: u64,
+    pub(crate) ids: u64,
+    pub(crate) gaps: Latencies,
+    pub(crate) runs: IdRuns,
+    pub(crate) outcome: Outcome,
+}
+
+impl StreamResult {
+    pub(crate) fn new(runs: IdRuns) -> Self {
+        StreamResult {
+            messages: 0,
+            ids: 0,
+            gaps: Latencies::default(),
+            runs,
+            outcome: Outcome::default(),
+        }
+    }
+
+    /// Counts a message received at `now`, the previous one at `last`.
+    pub(crate) fn received(&mut self, ids: usize, now: Instant, last: Instant, window: &Window) {
+        if window.measures(now) {
+            self.messages += 1;
+            self.ids += ids as u64;
+            self.gaps.record(now - last);
+        }
+    }
+}
+
+/// Adds up the streams' results.
+pub(crate) async fn collect(
+    tasks: Vec<tokio::task::JoinHandle<StreamResult>>,
+) -> (u64, u64, LatencySummary, Outcome) {
+    let mut outcome = Outcome::default();
+    let (mut messages, mut ids) = (0, 0);
+    let mut gaps = Latencies::default();
+    let mut runs = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(stream) => {
+                messages += stream.messages;
+                ids += stream.ids;
+                gaps.merge(stream.gaps);
+                runs.push(stream.runs);
+                outcome.absorb(stream.outcome);
+            }
+            Err(e) => outcome.fail(|| format!("a stream task failed: {e}")),
+        }
+    }
+    outcome.distinct = Some(IdRuns::check(runs));
+    (messages, ids, gaps.summary(), outcome)
+}
+
+/// Opens an HTTP/2 connection for gRPC, with large receive windows and no Nagle delay.
+pub(crate) async fn channel(url: &str) -> Result<Channel, Error> {
+    parse_url(url)?;
+    let fail = |e: tonic::transport::Error| Error::Connect {
+        url: url.to_owned(),
+        reason: format!(
+            "{e}{}",
+            std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default()
+        ),
+    };
+    Endpoint::from_shared(url.to_owned())
+        .map_err(fail)?
+        .tcp_nodelay(true)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .connect()
+        .await
+        .map_err(fail)
+}
+
+/// Reads `options.streams` `Stream` calls for the warm-up plus the duration, and reports.
+///
+/// # Errors
+///
+/// [`Error::Url`], [`Error::Connect`] when a connection cannot be opened,
+/// [`Error::Options`] for 0 streams or a batch size of 0.
+pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error> {
+    if options.streams == 0 || options.batch_size == 0 {
+        return Err(Error::Options("--streams and --batch-size must be at least 1".into()));
+    }
+    let mut channels = Vec::with_capacity(options.streams);
+    for _ in 0..options.streams {
+        channels.push(channel(&options.url).await?);
+    }
+    let window = Window::new(options.warmup, options.duration);
+    let tasks = channels
+        .into_iter()
+        .map(|channel| {
+            let request = StreamRequest {
+                namespace: options.namespace.clone(),
+                batch_size: options.batch_size,
+                batches: 0,
+            };
+            tokio::spawn(read_stream(channel, request, window))
+        })
+        .collect();
+    let (messages, ids, gap, outcome) = collect(tasks).await;
+    Ok(StreamReport {
+        url: options.url.clone(),
+        call: "idmint.v1.IdMint/Stream",
+        namespace: Some(options.namespace.clone()),
+        requested: options.batch_size,
+        streams: options.streams,
+        seconds: window.seconds(),
+        messages,
+        messages_per_s: rate(messages, &window),
+        ids,
+        ids_per_s: rate(ids, &window),
+        gap,
+        outcome,
+    })
+}
+
+/// One `Stream` call, read until the window ends; dropping it cancels the call.
+async fn read_stream(channel: Channel, request: StreamRequest, window: Window) -> StreamResult {
+    let mut result = StreamResult::new(IdRuns::increasing());
+    let expected = request.batch_size;
+    let mut client = IdMintClient::new(channel).max_decoding_message_size(usize::MAX);
+    let mut stream = match client.stream(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            result.outcome.fail(|| format!("Stream: {status}"));
+            return result;
+        }
+    };
+    let mut last = Instant::now();
+    loop {
+        let next = tokio::time::timeout_at(window.end(), stream.message()).await;
+        let now = Instant::now();
+        match next {
+            Err(_) => break,
+            Ok(Ok(Some(batch))) => {
+                if batch.ids.len() as u64 != expected || !batch.ids128.is_empty() {
+                    result.outcome.fail(|| {
+                        format!(
+                            "a message held {} 64-bit IDs and {} bytes of 128-bit IDs, not {expected} 64-bit IDs",
+                            batch.ids.len(),
+                            batch.ids128.len()
+                        )
+                    });
+                    continue;
+                }
+                result.runs.push_all(&batch.ids);
+                result.received(batch.ids.len(), now, last, &window);
+                last = now;
+            }
+            Ok(Ok(None)) => {
+                result.outcome.fail(|| "the stream ended before the run did".into());
+                break;
+            }
+            Ok(Err(status)) => {
+                result.outcome.fail(|| format!("Stream: {status}"));
+                break;
+            }
+        }
+    }
+    result
+}
