@@ -4,12 +4,14 @@
 //! codes and messages; it holds no ID logic of its own. Every failure ends as one line on
 //! stderr, `error: <message>`, with exit code 1 (2 for a command line clap refuses).
 
+mod bench;
 mod decode;
 mod encode;
 mod explain;
 mod generate;
 mod layout_arg;
 mod layouts;
+mod lease;
 mod serve;
 
 use std::{
@@ -55,6 +57,10 @@ enum Command {
     Layouts(layouts::Args),
     /// Serve IDs over HTTP, durably, on the embedded store.
     Serve(serve::Args),
+    /// Show generator-ID claims and high-water marks (etcd or the embedded store).
+    Lease(lease::Args),
+    /// Load a running server and report rates and latencies (for benchmarks).
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +89,8 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Explain(args) => explain::run(&args, &mut out)?,
         Command::Layouts(args) => layouts::run(&args, &mut out)?,
         Command::Serve(args) => serve::run(&args)?,
+        Command::Lease(args) => lease::run(&args, &mut out)?,
+        Command::Bench(args) => bench::run(&args, &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -1,11 +1,12 @@
-//! `idmint serve`: runs the ID service on the embedded file store, configured by flags,
-//! `IDMINT_*` environment variables and an optional TOML file (in that order of precedence).
+//! `idmint serve`: runs the ID service on the embedded file store, or (feature `etcd`) as one
+//! server of a fleet sharing an etcd cluster, configured by flags, `IDMINT_*` environment
+//! variables and an optional TOML file (in that order of precedence).
 
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use clap::Parser;
-use idmint_coord::FileCoordinator;
+use idmint_coord::{Coordinator, FileCoordinator};
 use idmint_core::SystemClock;
 use idmint_server::{NamespaceConfig, Server, ServerConfig};
 use serde::Deserialize;
@@ -15,17 +16,30 @@ use tokio_util::sync::CancellationToken;
 /// most from the configuration file; a flag beats the environment, which beats the file.
 #[derive(Debug, Parser)]
 #[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
-`log`, and a [server] table with the server's limits and its [[server.namespaces]]; see the
-README. Once it runs, `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs.
-With --grpc-listen, the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a
-second port; the .proto file is crates/idmint-proto/proto/idmint/v1/idmint.proto.
+`log`, the etcd settings (`etcd = [\"http://...\"]`, `etcd_prefix`, `lease_ttl`, `etcd_scheme`,
+`etcd_lable_prefix`), and a [server] table with the server's limits and its
+[[server.namespaces]]; see the README. Once it runs,
+`curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs. With --grpc-listen,
+the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a second port; the
+.proto file is crates/idmint-proto/proto/idmint/v1/idmint.proto.
+
+Fleet mode (a build with the `etcd` feature): with --etcd, generator-ID claims live on etcd
+leases and high-water marks in etcd, so any number of servers share the generator IDs of a
+namespace; a server that stops (or is partitioned away) loses its lease after --lease-ttl
+seconds, and another takes the ID over strictly above its stored mark. Shutdown revokes the
+leases and keeps the marks. With --wait-for-claim a server that finds no generator ID free
+starts not ready and waits for one (a spare).
 
 Examples:
   idmint serve
   idmint serve --listen 0.0.0.0:8080 --data-dir /var/lib/idmint
   idmint serve --grpc-listen 127.0.0.1:50051
   idmint serve --layout js53 --generator-id 3 --token \"$SECRET\"
-  idmint serve --config idmint.toml")]
+  idmint serve --config idmint.toml
+  idmint serve --etcd http://10.0.0.1:2379,http://10.0.0.2:2379 --lease-ttl 10
+  idmint serve --etcd http://127.0.0.1:2379 --generator-pool 4 --wait-for-claim
+  idmint serve --etcd http://127.0.0.1:2379 --layout lable \\
+      --etcd-scheme lable-org --etcd-lable-prefix unique-id/")]
 pub(crate) struct Args {
     /// Address for the HTTP API [default: 127.0.0.1:8080].
     #[arg(long, env = "IDMINT_LISTEN", value_name = "ADDR")]
@@ -34,7 +48,7 @@ pub(crate) struct Args {
     #[arg(long, env = "IDMINT_GRPC_LISTEN", value_name = "ADDR")]
     grpc_listen: Option<String>,
     /// Directory of the embedded store: generator-ID claims and high-water marks
-    /// [default: ./idmint-data].
+    /// [default: ./idmint-data]. Not used with --etcd.
     #[arg(long, env = "IDMINT_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// A TOML configuration file [default: none].
@@ -46,6 +60,18 @@ pub(crate) struct Args {
     /// Fixed generator ID of the default namespace [default: the lowest free one].
     #[arg(long, env = "IDMINT_GENERATOR_ID", value_name = "N")]
     generator_id: Option<u64>,
+    /// Claim only among the first N generator IDs (0..N) of the default namespace
+    /// [default: all the layout has].
+    #[arg(long, env = "IDMINT_GENERATOR_POOL", value_name = "N", conflicts_with = "generator_id")]
+    generator_pool: Option<u64>,
+    /// When no generator ID is free, start anyway, not ready, and keep claiming until one is:
+    /// a spare [default: false, refuse to start]. etcd must still answer at start.
+    #[arg(long, env = "IDMINT_WAIT_FOR_CLAIM")]
+    wait_for_claim: bool,
+    /// The longest wait between attempts to claim a generator ID while a namespace holds
+    /// none, in ms [default: 2000].
+    #[arg(long, env = "IDMINT_CLAIM_RETRY_MS", value_name = "MS")]
+    claim_retry_ms: Option<u64>,
     /// Bearer token the default namespace requires [default: none].
     #[arg(long, env = "IDMINT_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -66,33 +92,175 @@ pub(crate) struct Args {
     /// Log filter, as in RUST_LOG [default: info].
     #[arg(long, env = "IDMINT_LOG", value_name = "FILTER")]
     log: Option<String>,
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// The lease TTL of each generator-ID claim in etcd, in seconds (at least 2) [default: 10].
+    /// A server that stops keeps its generator IDs this long; one that cannot renew its lease
+    /// stops extending its window about a second earlier.
+    #[arg(long, env = "IDMINT_LEASE_TTL", value_name = "SECS")]
+    lease_ttl: Option<u32>,
+    /// TESTS ONLY (feature `test-no-fence`): the etcd coordinator without its fence, so that
+    /// tests can show they catch the duplicates it lets through. Never use it to serve.
+    #[cfg(feature = "test-no-fence")]
+    #[arg(long, hide = true)]
+    unsafe_no_fence: bool,
+}
+
+/// Where an etcd fleet keeps its claims and marks: shared by `idmint serve` and
+/// `idmint lease list`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct EtcdArgs {
+    /// etcd endpoints, comma-separated, e.g. http://127.0.0.1:2379 [default: none, use the
+    /// embedded store in --data-dir]. Needs a build with the `etcd` feature.
+    #[arg(long = "etcd", env = "IDMINT_ETCD", value_name = "URLS", value_delimiter = ',')]
+    pub(crate) endpoints: Vec<String>,
+    /// Where idmint's keys live in etcd [default: idmint/].
+    #[arg(long, env = "IDMINT_ETCD_PREFIX", value_name = "PREFIX")]
+    pub(crate) etcd_prefix: Option<String>,
+    /// How claims are laid out in etcd: `native`, or `lable-org` to share the pool of
+    /// LableOrg's uniqueid-etcd clients (`pool/<cluster>:<generator>` keys on 5 s leases)
+    /// [default: native].
+    #[arg(long, env = "IDMINT_ETCD_SCHEME", value_name = "SCHEME")]
+    pub(crate) etcd_scheme: Option<SchemeArg>,
+    /// With `--etcd-scheme lable-org`: the jetcd namespace the LableOrg clients use, with its
+    /// trailing `/`, e.g. `unique-id/` (required: the wrong one would be a separate pool).
+    /// `{namespace}` in it is replaced by the idmint namespace.
+    #[arg(long, env = "IDMINT_ETCD_LABLE_PREFIX", value_name = "PREFIX")]
+    pub(crate) etcd_lable_prefix: Option<String>,
+}
+
+/// `--etcd-scheme`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SchemeArg {
+    /// idmint's own keys under --etcd-prefix.
+    Native,
+    /// LableOrg's uniqueid-etcd pool.
+    LableOrg,
 }
 
 /// The configuration file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
+pub(crate) struct FileConfig {
     listen: Option<String>,
     grpc_listen: Option<String>,
-    data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     log: Option<String>,
+    /// etcd endpoints (fleet mode).
+    pub(crate) etcd: Option<Vec<String>>,
+    pub(crate) etcd_prefix: Option<String>,
+    lease_ttl: Option<u32>,
+    pub(crate) etcd_scheme: Option<SchemeArg>,
+    pub(crate) etcd_lable_prefix: Option<String>,
     #[serde(default)]
     server: Option<ServerConfig>,
 }
 
+impl FileConfig {
+    /// Reads the file `--config` names, or nothing.
+    pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<FileConfig> {
+        let Some(path) = path else { return Ok(FileConfig::default()) };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str::<FileConfig>(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))
+    }
+}
+
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-const DEFAULT_DATA_DIR: &str = "idmint-data";
+pub(crate) const DEFAULT_DATA_DIR: &str = "idmint-data";
+/// The default etcd key prefix, as `EtcdOptions`.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+pub(crate) const DEFAULT_ETCD_PREFIX: &str = "idmint/";
+/// The default and the smallest lease TTL, in seconds. etcd raises any TTL below
+/// ⌈1.5 × election timeout⌉ (2 s with its default settings), so a shorter one would not mean
+/// what it says.
+const DEFAULT_LEASE_TTL: u32 = 10;
+const MIN_LEASE_TTL: u32 = 2;
+
+/// The etcd settings after flags, environment and file are merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+pub(crate) struct EtcdSettings {
+    pub(crate) endpoints: Vec<String>,
+    pub(crate) prefix: String,
+    pub(crate) lease_ttl: u32,
+    /// `Some(prefix)` for the LableOrg scheme.
+    pub(crate) lable_prefix: Option<String>,
+}
+
+impl EtcdSettings {
+    /// Merges flags (and environment) over the file; `None` without endpoints. `lease_ttl` is
+    /// the flag's (`idmint lease list` has none).
+    pub(crate) fn resolve(
+        args: &EtcdArgs,
+        lease_ttl: Option<u32>,
+        file: &FileConfig,
+    ) -> anyhow::Result<Option<EtcdSettings>> {
+        let endpoints: Vec<String> = if args.endpoints.is_empty() {
+            file.etcd.clone().unwrap_or_default()
+        } else {
+            args.endpoints.clone()
+        };
+        let endpoints: Vec<String> =
+            endpoints.iter().map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()).collect();
+        let scheme = args.etcd_scheme.or(file.etcd_scheme);
+        let lable_prefix = args.etcd_lable_prefix.clone().or(file.etcd_lable_prefix.clone());
+        let prefix = args.etcd_prefix.clone().or(file.etcd_prefix.clone());
+        let lease_ttl = lease_ttl.or(file.lease_ttl);
+        if endpoints.is_empty() {
+            let etcd_only = prefix.is_some()
+                || scheme.is_some()
+                || lable_prefix.is_some()
+                || lease_ttl.is_some();
+            anyhow::ensure!(
+                !etcd_only,
+                "--etcd-prefix, --etcd-scheme, --etcd-lable-prefix and --lease-ttl (and their \
+                 file keys) need --etcd"
+            );
+            return Ok(None);
+        }
+        let scheme = scheme.unwrap_or(SchemeArg::Native);
+        let lease_ttl = lease_ttl.unwrap_or(DEFAULT_LEASE_TTL);
+        anyhow::ensure!(
+            lease_ttl >= MIN_LEASE_TTL,
+            "--lease-ttl must be at least {MIN_LEASE_TTL} s, not {lease_ttl}: etcd raises \
+             shorter leases to its minimum (1.5 × its election timeout, 2 s by default), so the \
+             ttl asked for would not be the one in force"
+        );
+        let lable_prefix = match scheme {
+            SchemeArg::Native => {
+                anyhow::ensure!(
+                    lable_prefix.is_none(),
+                    "--etcd-lable-prefix is only for --etcd-scheme lable-org"
+                );
+                None
+            }
+            SchemeArg::LableOrg => {
+                let prefix = lable_prefix.filter(|p| !p.is_empty()).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--etcd-scheme lable-org needs --etcd-lable-prefix: the jetcd namespace \
+                         of the LableOrg clients to share a pool with, e.g. unique-id/"
+                    )
+                })?;
+                Some(prefix)
+            }
+        };
+        let prefix = prefix.unwrap_or_else(|| DEFAULT_ETCD_PREFIX.to_owned());
+        Ok(Some(EtcdSettings { endpoints, prefix, lease_ttl, lable_prefix }))
+    }
+}
+
+/// Where claims and marks are kept.
+#[derive(Debug)]
+enum Store {
+    File(PathBuf),
+    Etcd(EtcdSettings),
+}
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    let file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            toml::from_str::<FileConfig>(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?
-        }
-        None => FileConfig::default(),
-    };
+    let file = FileConfig::load(args.config.as_ref())?;
     let filter = args.log.clone().or(file.log.clone()).unwrap_or_else(|| "info".to_owned());
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -100,10 +268,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let store = match EtcdSettings::resolve(&args.etcd, args.lease_ttl, &file)? {
+        Some(etcd) => Store::Etcd(etcd),
+        None => Store::File(
+            args.data_dir
+                .clone()
+                .or(file.data_dir.clone())
+                .unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
+        ),
+    };
     let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
     let grpc_listen = args.grpc_listen.clone().or(file.grpc_listen);
-    let data_dir =
-        args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| DEFAULT_DATA_DIR.into());
     let mut config = file.server.unwrap_or_default();
     if let Some(window_ms) = args.window_ms {
         config.window_ms = window_ms;
@@ -114,34 +289,126 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(max_ahead_ms) = args.max_ahead_ms {
         config.max_ahead_ms = max_ahead_ms;
     }
+    if let Some(claim_retry_ms) = args.claim_retry_ms {
+        config.claim_retry_ms = claim_retry_ms;
+    }
     config.allow_ahead |= args.allow_ahead;
+    config.wait_for_claim |= args.wait_for_claim;
     if config.namespaces.is_empty() {
         config.namespaces.push(NamespaceConfig::default());
     }
-    if args.layout.is_some() || args.generator_id.is_some() || args.token.is_some() {
-        let default = &mut config.namespaces[0];
-        if let Some(layout) = &args.layout {
-            default.layout.clone_from(layout);
-            default.custom_layout = None;
-        }
-        if args.generator_id.is_some() {
-            default.generator_id = args.generator_id;
-        }
-        if args.token.is_some() {
-            default.token.clone_from(&args.token);
-        }
+    let default = &mut config.namespaces[0];
+    if let Some(layout) = &args.layout {
+        default.layout.clone_from(layout);
+        default.custom_layout = None;
     }
+    // A flag picks how the generator ID is chosen, over whatever the file says.
+    if args.generator_id.is_some() {
+        default.generator_id = args.generator_id;
+        default.generator_pool = None;
+    }
+    if args.generator_pool.is_some() {
+        default.generator_pool = args.generator_pool;
+        default.generator_id = None;
+    }
+    if args.token.is_some() {
+        default.token.clone_from(&args.token);
+    }
+    #[cfg(feature = "test-no-fence")]
+    let unfenced = args.unsafe_no_fence;
+    #[cfg(not(feature = "test-no-fence"))]
+    let unfenced = false;
+    anyhow::ensure!(!unfenced || matches!(store, Store::Etcd(_)), "--unsafe-no-fence needs --etcd");
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, listen, grpc_listen, data_dir))
+    runtime.block_on(serve(config, listen, grpc_listen, store, unfenced))
+}
+
+/// Opens the store: the data directory, or a connection to etcd.
+async fn coordinator(store: &Store, unfenced: bool) -> anyhow::Result<Arc<dyn Coordinator>> {
+    match store {
+        Store::File(dir) => Ok(Arc::new(FileCoordinator::open(dir)?)),
+        Store::Etcd(settings) => etcd_coordinator(settings, unfenced).await,
+    }
+}
+
+#[cfg(feature = "etcd")]
+async fn etcd_coordinator(
+    settings: &EtcdSettings,
+    unfenced: bool,
+) -> anyhow::Result<Arc<dyn Coordinator>> {
+    use std::time::Duration;
+
+    use idmint_coord::{EtcdCoordinator, EtcdOptions, Scheme};
+
+    let scheme = match &settings.lable_prefix {
+        None => Scheme::Native,
+        Some(prefix) => {
+            if settings.lease_ttl != DEFAULT_LEASE_TTL {
+                tracing::warn!(
+                    lease_ttl = settings.lease_ttl,
+                    "--lease-ttl is ignored with --etcd-scheme lable-org: LableOrg's pool keys \
+                     live on 5 s leases"
+                );
+            }
+            Scheme::LableOrg { namespace_prefix: prefix.clone() }
+        }
+    };
+    let ttl_secs = match scheme {
+        Scheme::Native => settings.lease_ttl,
+        Scheme::LableOrg { .. } => 5,
+    };
+    // The claim stops extending its window this long before its lease can expire: 1 s
+    // (etcd's default election timeout), but at most a quarter of the TTL, so that a 2 s
+    // lease still renews (every TTL/3) well inside its deadline.
+    let margin = Duration::from_secs(1).min(Duration::from_secs(u64::from(ttl_secs)) / 4);
+    let options = EtcdOptions {
+        prefix: settings.prefix.clone(),
+        lease_ttl_secs: settings.lease_ttl,
+        margin,
+        scheme,
+        ..EtcdOptions::default()
+    };
+    let coordinator = EtcdCoordinator::connect(&settings.endpoints, options).await?;
+    #[cfg(feature = "test-no-fence")]
+    let coordinator = if unfenced {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-fence: the etcd fence is off, so this server ignores stored \
+             marks and can repeat IDs; it is a negative control for tests only"
+        );
+        coordinator.without_fence()
+    } else {
+        coordinator
+    };
+    #[cfg(not(feature = "test-no-fence"))]
+    let _ = unfenced;
+    Ok(Arc::new(coordinator))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd_coordinator(
+    _settings: &EtcdSettings,
+    _unfenced: bool,
+) -> anyhow::Result<Arc<dyn Coordinator>> {
+    Err(no_etcd_feature())
+}
+
+/// The error of an `--etcd` given to a build without the feature.
+#[cfg(not(feature = "etcd"))]
+pub(crate) fn no_etcd_feature() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this idmint was built without etcd support; rebuild it with `--features etcd` (which \
+         needs protoc) to use --etcd"
+    )
 }
 
 async fn serve(
     config: ServerConfig,
     listen: String,
     grpc_listen: Option<String>,
-    data_dir: PathBuf,
+    store: Store,
+    unfenced: bool,
 ) -> anyhow::Result<()> {
-    let coordinator = Arc::new(FileCoordinator::open(&data_dir)?);
+    let coordinator = coordinator(&store, unfenced).await?;
     let server = Server::start(config, coordinator, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;
     let local = listener.local_addr().context("cannot read the listening address")?;
@@ -155,7 +422,14 @@ async fn serve(
         }
         None => "off".to_owned(),
     };
-    tracing::info!(http = %local, grpc = %grpc_local, data_dir = %data_dir.display(), "idmint is serving");
+    match &store {
+        Store::File(data_dir) => {
+            tracing::info!(http = %local, grpc = %grpc_local, data_dir = %data_dir.display(), "idmint is serving");
+        }
+        Store::Etcd(etcd) => {
+            tracing::info!(http = %local, grpc = %grpc_local, etcd = %etcd.endpoints.join(","), ready = server.is_ready(), "idmint is serving");
+        }
+    }
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     idmint_server::serve_all(server, listener, grpc, shutdown).await?;
@@ -177,4 +451,69 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn etcd_args(endpoints: &[&str]) -> EtcdArgs {
+        EtcdArgs {
+            endpoints: endpoints.iter().map(|e| (*e).to_owned()).collect(),
+            etcd_prefix: None,
+            etcd_scheme: None,
+            etcd_lable_prefix: None,
+        }
+    }
+
+    #[test]
+    fn without_endpoints_the_file_store_is_used() {
+        let resolved = EtcdSettings::resolve(&etcd_args(&[]), None, &FileConfig::default());
+        assert_eq!(resolved.unwrap(), None);
+        let err = EtcdSettings::resolve(&etcd_args(&[]), Some(5), &FileConfig::default());
+        assert!(err.unwrap_err().to_string().contains("need --etcd"));
+    }
+
+    #[test]
+    fn flags_beat_the_file_and_defaults_fill_in() {
+        let file: FileConfig = toml::from_str(
+            r#"etcd = ["http://file:2379"]
+etcd_prefix = "file/""#,
+        )
+        .unwrap();
+        let from_file = EtcdSettings::resolve(&etcd_args(&[]), None, &file).unwrap().unwrap();
+        assert_eq!(from_file.endpoints, ["http://file:2379"]);
+        assert_eq!((from_file.prefix.as_str(), from_file.lease_ttl), ("file/", 10));
+        let flags =
+            EtcdSettings::resolve(&etcd_args(&["http://a:1", " http://b:2"]), Some(3), &file)
+                .unwrap()
+                .unwrap();
+        assert_eq!(flags.endpoints, ["http://a:1", "http://b:2"]);
+        assert_eq!(flags.lease_ttl, 3);
+    }
+
+    #[test]
+    fn a_lease_ttl_below_two_seconds_is_refused_with_the_reason() {
+        let err =
+            EtcdSettings::resolve(&etcd_args(&["http://a:1"]), Some(1), &FileConfig::default())
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("at least 2 s") && err.contains("election timeout"), "{err}");
+    }
+
+    #[test]
+    fn the_lable_org_scheme_needs_its_prefix() {
+        let mut args = etcd_args(&["http://a:1"]);
+        args.etcd_scheme = Some(SchemeArg::LableOrg);
+        let err = EtcdSettings::resolve(&args, None, &FileConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("--etcd-lable-prefix"), "{err}");
+        let file: FileConfig =
+            toml::from_str("etcd_scheme = \"lable-org\"\netcd_lable_prefix = \"unique-id/\"")
+                .unwrap();
+        let settings = EtcdSettings::resolve(&etcd_args(&["http://a:1"]), None, &file).unwrap();
+        assert_eq!(settings.unwrap().lable_prefix.as_deref(), Some("unique-id/"));
+        let mut native = etcd_args(&["http://a:1"]);
+        native.etcd_lable_prefix = Some("unique-id/".into());
+        assert!(EtcdSettings::resolve(&native, None, &FileConfig::default()).is_err());
+    }
 }

@@ -418,7 +418,7 @@ fn help_and_version() {
 
 #[test]
 fn help_examples_fit_and_run() {
-    for command in ["", "gen", "encode", "decode", "explain", "layouts", "serve"] {
+    for command in ["", "gen", "encode", "decode", "explain", "layouts", "serve", "bench"] {
         let args: Vec<&str> = command.split_whitespace().chain(["--help"]).collect();
         let help = check(&args, Expect::Succeeds);
         let examples = help.split("Examples:\n").nth(1).expect("an Examples: section");
@@ -429,10 +429,11 @@ fn help_examples_fit_and_run() {
             while let Some(rest) = example.strip_suffix('\\') {
                 example = format!("{rest}{}", lines.next().expect("continued line").trim());
             }
-            // Examples that need a file or a shell, or that start a server (which runs until
-            // it is stopped), are shown, not run.
+            // Examples that need a file or a shell, that start a server (which runs until it
+            // is stopped) or that load one (which needs it running), are shown, not run.
             if ["|", ">", ".toml"].iter().any(|s| example.contains(s))
                 || example.starts_with("idmint serve")
+                || example.starts_with("idmint bench")
             {
                 continue;
             }

@@ -48,6 +48,16 @@ pub struct ServerConfig {
     pub max_wait_ms: u64,
     /// How long shutdown waits for in-flight requests, in ms. Default: 10,000.
     pub drain_ms: u64,
+    /// When a namespace finds no generator ID free at start (every ID of its pool is held, or
+    /// its fixed ID is) or its coordinator does not answer, start anyway with that namespace
+    /// not ready (`/readyz` answers 503) and keep claiming in the background: a spare, which
+    /// takes over the generator ID of a server that stops or loses its claim, above that ID's
+    /// stored mark. Default: false (refuse to start).
+    pub wait_for_claim: bool,
+    /// The longest wait between attempts to claim a generator ID while a namespace holds none
+    /// (a spare waiting, or a server that lost its claim), in ms. Attempts back off from 50 ms
+    /// up to this. Default: 2000.
+    pub claim_retry_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +71,8 @@ impl Default for ServerConfig {
             max_body_bytes: 65_536,
             max_wait_ms: 1_000,
             drain_ms: 10_000,
+            wait_for_claim: false,
+            claim_retry_ms: 2_000,
         }
     }
 }
@@ -98,6 +110,10 @@ pub struct NamespaceConfig {
     /// How far ahead of the clock a burst may borrow ticks, in ms. Default: 0 (wait for
     /// the next tick).
     pub borrow_ms: u64,
+    /// Claim only among the first N generator IDs (`0..N`) instead of all the layout has: to
+    /// keep a fleet inside part of the range, or to make a spare wait for the generator ID of
+    /// one particular server. Not together with `generator_id`. Default: none (all of them).
+    pub generator_pool: Option<u64>,
 }
 
 impl Default for NamespaceConfig {
@@ -118,6 +134,7 @@ impl NamespaceConfig {
             fields: BTreeMap::new(),
             token: None,
             borrow_ms: 0,
+            generator_pool: None,
         }
     }
 
@@ -182,6 +199,9 @@ impl ServerConfig {
         if self.max_body_bytes == 0 {
             return bad("max_body_bytes must be at least 1".into());
         }
+        if !(10..=600_000).contains(&self.claim_retry_ms) {
+            return bad(format!("claim_retry_ms must be 10..=600000, not {}", self.claim_retry_ms));
+        }
         if self.namespaces.is_empty() {
             self.namespaces.push(NamespaceConfig::default());
         }
@@ -210,7 +230,23 @@ impl ServerConfig {
                     ns.name, ns.borrow_ms, self.window_ms
                 ));
             }
-            ns.resolve_layout()?;
+            let layout = ns.resolve_layout()?;
+            if let Some(pool) = ns.generator_pool {
+                let count = layout.generator_count();
+                if pool == 0 || pool > count {
+                    return bad(format!(
+                        "namespace `{}`: generator_pool must be 1..={count} (the layout's \
+                         generator ids), not {pool}",
+                        ns.name
+                    ));
+                }
+                if ns.generator_id.is_some() {
+                    return bad(format!(
+                        "namespace `{}`: give generator_id or generator_pool, not both",
+                        ns.name
+                    ));
+                }
+            }
         }
         Ok(self)
     }

@@ -244,7 +244,7 @@ async fn readyz(State(server): State<Arc<Server>>) -> Response {
     let ready = server.is_ready();
     let body = serde_json::json!({
         "ready": ready,
-        "namespaces": server.namespace_list().iter().map(|ns| (ns.name.clone(), serde_json::Value::Bool(ns.is_ready()))).collect::<serde_json::Map<_, _>>(),
+        "namespaces": server.namespace_list().iter().map(|ns| (ns.name.clone(), serde_json::Value::Bool(ns.is_ready(server.clocks())))).collect::<serde_json::Map<_, _>>(),
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

@@ -135,6 +135,11 @@ impl Server {
     /// strictly above its stored mark, and stores each first window. Returns once every
     /// namespace is ready; background tasks then keep the windows ahead of the clock.
     ///
+    /// With [`ServerConfig::wait_for_claim`], a namespace whose claim fails in a way that may
+    /// clear up by itself (no generator ID free, the coordinator not answering) does not fail
+    /// the start: the server starts with it not ready, and its background task keeps claiming
+    /// (a spare).
+    ///
     /// # Errors
     ///
     /// [`Error::Config`] for an invalid configuration; [`Error::Coord`] when a claim fails (a
@@ -169,6 +174,10 @@ impl Server {
             if let Err(e) =
                 ns.activate(server.coordinator.as_ref(), &server.clocks, &server.config).await
             {
+                if server.config.wait_for_claim && namespace::claim_may_succeed_later(&e) {
+                    tracing::warn!(namespace = %ns.name, error = %e, "no generator id to claim yet; starting not ready and waiting for one");
+                    continue;
+                }
                 for earlier in &server.namespaces[..i] {
                     let _ = earlier.deactivate(server.coordinator.as_ref()).await;
                 }
@@ -191,10 +200,13 @@ impl Server {
         &self.config
     }
 
-    /// Whether every namespace can issue IDs and the server is not shutting down.
+    /// Whether every namespace can issue IDs and the server is not shutting down. A namespace
+    /// can issue while it holds a claim and its stored window is not used up: a server whose
+    /// window could not be extended (its coordinator is down) reports not ready until the
+    /// extension succeeds, as does a spare still waiting for a generator ID.
     pub fn is_ready(&self) -> bool {
         !self.shutting_down.load(Ordering::Acquire)
-            && self.namespaces.iter().all(|ns| ns.is_ready())
+            && self.namespaces.iter().all(|ns| ns.is_ready(&self.clocks))
     }
 
     /// What the server says about its namespaces (`GET /v1/namespaces`).
@@ -211,7 +223,7 @@ impl Server {
                     js_safe: ns.layout.is_js_safe(),
                     default_format: ns.layout.default_format().to_string(),
                     generator_id: ns.generator_id(),
-                    ready: ns.is_ready(),
+                    ready: ns.is_ready(&self.clocks),
                     runs_out: capacity.end,
                     ids_per_second: capacity.ids_per_second_per_generator,
                     generators: ns.layout.generator_count(),
@@ -228,7 +240,7 @@ impl Server {
 
     /// The current metrics, in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
-        let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges()).collect();
+        let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges(&self.clocks)).collect();
         #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
         let mut out = metrics::render(&gauges, &self.http_metrics, self.is_ready());
         #[cfg(feature = "grpc")]

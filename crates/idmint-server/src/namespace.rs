@@ -27,9 +27,26 @@ use crate::{
     metrics::{NamespaceGauges, NamespaceMetrics},
 };
 
-/// The first and the longest wait between attempts to claim a generator ID again.
+/// The first wait between attempts to claim a generator ID again; the longest is
+/// `ServerConfig::claim_retry_ms`.
 const RECLAIM_BACKOFF_MIN: Duration = Duration::from_millis(50);
-const RECLAIM_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Whether a failed claim may succeed later by itself, so that a server with `wait_for_claim`
+/// starts without it and keeps trying: every generator ID it may take is held (by servers that
+/// may stop), or the coordinator did not answer. Other errors (an invalid request, a changed
+/// layout, a corrupt mark) need an operator.
+pub(crate) fn claim_may_succeed_later(error: &Error) -> bool {
+    use idmint_coord::Error as Coord;
+    matches!(
+        error,
+        Error::Coord(
+            Coord::PoolExhausted { .. }
+                | Coord::Conflict { .. }
+                | Coord::Unavailable { .. }
+                | Coord::ClaimLost { .. }
+        )
+    )
+}
 
 /// Whether a claim may still be extended: held, and not past its local deadline.
 fn claim_usable(state: ClaimState) -> bool {
@@ -108,6 +125,15 @@ pub(crate) struct Active {
 }
 
 impl Active {
+    /// Whether IDs may still be issued under the stored mark: false once logical time has
+    /// passed it (its extension failed or is late, e.g. the coordinator is down). Always true
+    /// for layouts without time (`decimal-id`), whose mark is a launch ID.
+    fn window_open(&self, clocks: &Clocks) -> bool {
+        self.generator.last_ms().is_none()
+            || self.anchor.now_ms(clocks.wall_ms(), clocks.mono_ms())
+                <= self.mark_ms.load(Ordering::Acquire)
+    }
+
     /// Logical time now: never backwards, following the monotonic clock. Counts backward
     /// steps of the wall clock on the way.
     fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics) -> u64 {
@@ -139,9 +165,9 @@ impl Namespace {
         self.config.token.as_deref()
     }
 
-    /// Whether the namespace holds a claim and can issue.
-    pub(crate) fn is_ready(&self) -> bool {
-        self.active.load().is_some()
+    /// Whether the namespace holds a claim and can issue: its stored window is not used up.
+    pub(crate) fn is_ready(&self, clocks: &Clocks) -> bool {
+        self.active.load().as_ref().is_some_and(|active| active.window_open(clocks))
     }
 
     /// The generator ID held, if any.
@@ -149,11 +175,11 @@ impl Namespace {
         self.active.load().as_ref().map(|a| a.generator_id)
     }
 
-    pub(crate) fn gauges(&self) -> NamespaceGauges<'_> {
+    pub(crate) fn gauges(&self, clocks: &Clocks) -> NamespaceGauges<'_> {
         let active = self.active.load();
         NamespaceGauges {
             name: &self.name,
-            ready: active.is_some(),
+            ready: active.as_ref().is_some_and(|a| a.window_open(clocks)),
             generator_id: active.as_ref().map(|a| a.generator_id),
             ahead_of_wall_ms: active.as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms()),
             metrics: &self.metrics,
@@ -168,9 +194,12 @@ impl Namespace {
         clocks: &Clocks,
         server: &ServerConfig,
     ) -> Result<(), Error> {
-        let ids = match self.config.generator_id {
-            Some(id) => GeneratorIds::Fixed(id),
-            None => GeneratorIds::Pool { count: self.layout.generator_count() },
+        let ids = match (self.config.generator_id, self.config.generator_pool) {
+            (Some(id), _) => GeneratorIds::Fixed(id),
+            (None, Some(pool)) => {
+                GeneratorIds::Pool { count: pool.min(self.layout.generator_count()) }
+            }
+            (None, None) => GeneratorIds::Pool { count: self.layout.generator_count() },
         };
         let request = ClaimRequest::new(&self.name, ids, &self.layout.fingerprint())
             .with_holder(clocks.holder_description());
@@ -249,8 +278,11 @@ impl Namespace {
         let mark = now + server.window_ms;
         coordinator.store_mark(claim, mark).await?;
         generator.set_ceiling_ms(mark)?;
-        if ahead > 0 {
+        if ahead > server.window_ms {
             tracing::warn!(namespace = %self.name, ahead_ms = ahead, "starting above a high-water mark that is ahead of the clock");
+        } else if ahead > 0 {
+            // A takeover soon after the last holder stopped: its window is still ahead.
+            tracing::info!(namespace = %self.name, ahead_ms = ahead, "starting above a high-water mark that is ahead of the clock");
         }
         Ok((generator, anchor, mark))
     }
@@ -288,7 +320,11 @@ impl Namespace {
     ) {
         let window_ms = server.window_ms;
         let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
-        let mut retry = RECLAIM_BACKOFF_MIN;
+        let longest = Duration::from_millis(server.claim_retry_ms);
+        let first = RECLAIM_BACKOFF_MIN.min(longest);
+        let mut retry = first;
+        // Whether the current streak of failed claims was logged as a warning already.
+        let mut warned = false;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -298,14 +334,23 @@ impl Namespace {
             let Some(active) = self.active.load_full() else {
                 // Not ready: claim again, backing off while claims fail.
                 match self.activate(coordinator.as_ref(), &clocks, &server).await {
-                    Ok(()) => retry = RECLAIM_BACKOFF_MIN,
+                    Ok(()) => {
+                        retry = first;
+                        warned = false;
+                    }
                     Err(e) => {
-                        tracing::warn!(namespace = %self.name, error = %e, "could not claim a generator id; retrying");
+                        // Once per streak of failures; a spare waiting for a generator ID
+                        // would otherwise log every attempt.
+                        if !std::mem::replace(&mut warned, true) {
+                            tracing::warn!(namespace = %self.name, error = %e, "could not claim a generator id; retrying");
+                        } else {
+                            tracing::debug!(namespace = %self.name, error = %e, "could not claim a generator id; retrying");
+                        }
                         tokio::select! {
                             () = shutdown.cancelled() => return,
                             () = tokio::time::sleep(retry) => {}
                         }
-                        retry = (retry * 2).min(RECLAIM_BACKOFF_MAX);
+                        retry = (retry * 2).min(longest);
                     }
                 }
                 continue;
