@@ -3,7 +3,7 @@
 
 use idmint_core::{Clock, Next, SystemClock};
 
-use crate::{Error, Source, ThreadSleep, Wait, stall::DEFAULT_STALL_LIMIT, stall::Stall};
+use crate::{Error, Source, ThreadSleep, Wait, stall::DEFAULT_STALL_LIMIT, stall::Due};
 
 /// The most IDs [`BlockingGenerator::fill`] reserves in one step. A time-based batch is two
 /// integers whatever its length, but some batches hold their IDs (`decimal-id` through
@@ -245,17 +245,11 @@ impl<S: Source, C: Clock, W: Wait> BlockingGenerator<S, C, W> {
         &self,
         mut attempt: impl FnMut(u64) -> Result<Next<T>, idmint_core::Error>,
     ) -> Result<T, Error> {
-        let mut now_ms = self.clock.now_ms();
-        let mut stall = Stall::new(self.stall_limit, now_ms);
+        let mut due = Due::start(&self.clock, self.stall_limit);
         loop {
-            match attempt(now_ms)? {
+            match due.attempt(&mut attempt)? {
                 Next::Ready(value) => return Ok(value),
-                Next::Wait { until_ms } => {
-                    stall.before_wait(until_ms)?;
-                    self.waiter.wait_until(until_ms);
-                    now_ms = self.clock.now_ms();
-                    stall.after_wait(now_ms);
-                }
+                Next::Wait { until_ms } => self.waiter.wait_until(until_ms),
             }
         }
     }

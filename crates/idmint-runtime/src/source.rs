@@ -81,79 +81,35 @@ pub trait Source: Sync {
     fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<Self::Batch>, idmint_core::Error>;
 }
 
-impl<I: GeneratedId> Source for Generator<I> {
-    type Id = I;
-    type Batch = Batch<I>;
+/// Implements [`Source`] for each `impl[generics] Type => (Id, Batch) via next, batch;` by
+/// calling `next(self, now_ms)` and `batch(self, now_ms, n)`: the generators' own methods, or
+/// those of the source behind a reference.
+macro_rules! sources {
+    ($(impl[$($generics:tt)*] $ty:ty => ($id:ty, $batch:ty) via $next:path, $batch_at:path;)*) => {$(
+        impl<$($generics)*> Source for $ty {
+            type Id = $id;
+            type Batch = $batch;
 
-    #[inline]
-    fn next_at(&self, now_ms: u64) -> Result<Next<I>, idmint_core::Error> {
-        self.next(now_ms)
-    }
+            #[inline]
+            fn next_at(&self, now_ms: u64) -> Result<Next<$id>, idmint_core::Error> {
+                $next(self, now_ms)
+            }
 
-    #[inline]
-    fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<Batch<I>>, idmint_core::Error> {
-        self.next_batch(now_ms, n)
-    }
+            #[inline]
+            fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<$batch>, idmint_core::Error> {
+                $batch_at(self, now_ms, n)
+            }
+        }
+    )*};
 }
 
-impl Source for HotGuidGenerator {
-    type Id = HotGuid;
-    type Batch = HotGuidBatch;
-
-    #[inline]
-    fn next_at(&self, now_ms: u64) -> Result<Next<HotGuid>, idmint_core::Error> {
-        self.next(now_ms)
-    }
-
-    #[inline]
-    fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<HotGuidBatch>, idmint_core::Error> {
-        self.next_batch(now_ms, n)
-    }
-}
-
-impl Source for AnyGenerator {
-    type Id = AnyId;
-    type Batch = AnyBatch;
-
-    #[inline]
-    fn next_at(&self, now_ms: u64) -> Result<Next<AnyId>, idmint_core::Error> {
-        self.next(now_ms)
-    }
-
-    #[inline]
-    fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, idmint_core::Error> {
-        self.next_batch(now_ms, n)
-    }
-}
-
-impl<S: Source + ?Sized> Source for &S {
-    type Id = S::Id;
-    type Batch = S::Batch;
-
-    #[inline]
-    fn next_at(&self, now_ms: u64) -> Result<Next<S::Id>, idmint_core::Error> {
-        (**self).next_at(now_ms)
-    }
-
-    #[inline]
-    fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<S::Batch>, idmint_core::Error> {
-        (**self).batch_at(now_ms, n)
-    }
-}
-
-impl<S: Source + Send + ?Sized> Source for Arc<S> {
-    type Id = S::Id;
-    type Batch = S::Batch;
-
-    #[inline]
-    fn next_at(&self, now_ms: u64) -> Result<Next<S::Id>, idmint_core::Error> {
-        (**self).next_at(now_ms)
-    }
-
-    #[inline]
-    fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<S::Batch>, idmint_core::Error> {
-        (**self).batch_at(now_ms, n)
-    }
+sources! {
+    impl[I: GeneratedId] Generator<I> => (I, Batch<I>) via Generator::next, Generator::next_batch;
+    impl[] HotGuidGenerator => (HotGuid, HotGuidBatch)
+        via HotGuidGenerator::next, HotGuidGenerator::next_batch;
+    impl[] AnyGenerator => (AnyId, AnyBatch) via AnyGenerator::next, AnyGenerator::next_batch;
+    impl[S: Source + ?Sized] &S => (S::Id, S::Batch) via S::next_at, S::batch_at;
+    impl[S: Source + Send + ?Sized] Arc<S> => (S::Id, S::Batch) via S::next_at, S::batch_at;
 }
 
 #[cfg(test)]

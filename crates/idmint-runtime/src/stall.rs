@@ -1,5 +1,8 @@
 //! The stall rule shared by the blocking and the async generator: count the waits after which
-//! the clock has not moved, and give up after a limit. Pure bookkeeping, no clock, no waiting.
+//! the clock has not moved, and give up after a limit. [`Due`] runs it with the clock readings
+//! of one call; the waiting itself is left to the generator.
+
+use idmint_core::{Clock, Next};
 
 use crate::Error;
 
@@ -46,6 +49,52 @@ impl Stall {
             self.waits += 1;
         }
         self.now_ms = now_ms;
+    }
+}
+
+/// One call of a waiting generator: reads the clock, asks the source, and keeps the stall count.
+/// The generator loops on [`attempt`](Self::attempt) and waits whenever it answers
+/// [`Next::Wait`]; the next attempt reads the clock again.
+#[derive(Debug)]
+pub(crate) struct Due<'c, C> {
+    clock: &'c C,
+    /// The latest reading, the one the last attempt was given.
+    now_ms: u64,
+    stall: Stall,
+    /// Whether the last attempt asked to wait, so that the next one reads the clock first.
+    waited: bool,
+}
+
+impl<'c, C: Clock> Due<'c, C> {
+    /// Starts a call at the clock's current reading.
+    pub(crate) fn start(clock: &'c C, stall_limit: u32) -> Self {
+        let now_ms = clock.now_ms();
+        Due { clock, now_ms, stall: Stall::new(stall_limit, now_ms), waited: false }
+    }
+
+    /// The reading the last attempt was given.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Calls `attempt` with the current reading (read again after a wait): the value when it
+    /// is ready, [`Next::Wait`] when the caller should wait and attempt again, or the error of
+    /// the source or of a stalled clock.
+    pub(crate) fn attempt<T>(
+        &mut self,
+        attempt: impl FnOnce(u64) -> Result<Next<T>, idmint_core::Error>,
+    ) -> Result<Next<T>, Error> {
+        if self.waited {
+            self.now_ms = self.clock.now_ms();
+            self.stall.after_wait(self.now_ms);
+        }
+        let next = attempt(self.now_ms)?;
+        if let Next::Wait { until_ms } = next {
+            self.stall.before_wait(until_ms)?;
+            self.waited = true;
+        }
+        Ok(next)
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use idmint_core::{Clock, Next, SystemClock};
 
-use crate::{Error, Source, stall::DEFAULT_STALL_LIMIT, stall::Stall};
+use crate::{Error, Source, stall::DEFAULT_STALL_LIMIT, stall::Due};
 
 /// A generator for async code: it waits for the next tick with [`tokio::time::sleep`] instead
 /// of blocking the thread.
@@ -173,21 +173,16 @@ impl<S: Source, C: Clock> AsyncGenerator<S, C> {
         &self,
         mut attempt: impl FnMut(u64) -> Result<Next<T>, idmint_core::Error>,
     ) -> Result<T, Error> {
-        let mut now_ms = self.clock.now_ms();
-        let mut stall = Stall::new(self.stall_limit, now_ms);
+        let mut due = Due::start(&self.clock, self.stall_limit);
         loop {
-            match attempt(now_ms)? {
+            let until_ms = match due.attempt(&mut attempt)? {
                 Next::Ready(value) => return Ok(value),
-                Next::Wait { until_ms } => {
-                    stall.before_wait(until_ms)?;
-                    match until_ms.checked_sub(now_ms) {
-                        Some(ms) if ms > 0 => ::tokio::time::sleep(Duration::from_millis(ms)).await,
-                        // A source should not ask to wait for the past; let others run.
-                        _ => ::tokio::task::yield_now().await,
-                    }
-                    now_ms = self.clock.now_ms();
-                    stall.after_wait(now_ms);
-                }
+                Next::Wait { until_ms } => until_ms,
+            };
+            match until_ms.checked_sub(due.now_ms()) {
+                Some(ms) if ms > 0 => ::tokio::time::sleep(Duration::from_millis(ms)).await,
+                // A source should not ask to wait for the past; let others run.
+                _ => ::tokio::task::yield_now().await,
             }
         }
     }
