@@ -1,7 +1,7 @@
 //! Test harnesses that run real coordination services on loopback (feature `test-util`), for
 //! the tests of this crate, the server and the CLI. One submodule per service; this file holds
 //! what they share: the error type, program lookup, free ports, data directories and the
-//! "skip locally, fail in CI" rule.
+//! "skip locally, fail in CI" rule (and `process`, how they start and kill their processes).
 //!
 //! Harnesses never use well-known ports, bind only 127.0.0.1, and kill every process they
 //! started, by PID, when dropped. They must not be used outside tests.
@@ -27,6 +27,7 @@
 #[cfg(feature = "etcd")]
 mod etcd;
 mod postgres;
+mod process;
 #[cfg(feature = "redis")]
 mod redis;
 

@@ -2,22 +2,22 @@
 //! touch an etcd it did not start (no well-known ports, no `pkill`).
 
 use std::{
-    fs::File,
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use etcd_client::{Client, ConnectOptions};
 
-use super::{HarnessError, data_dir, find_program, free_ports};
+use super::{
+    HarnessError, data_dir, find_program, free_ports,
+    process::{Process, START_ATTEMPTS, retry_on_lost_port, stop},
+};
 
 /// How long a start or restart may take before the harness gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Between readiness checks.
 const POLL: Duration = Duration::from_millis(50);
-/// How often a start is retried when a member exits at once (a port taken in between).
-const START_ATTEMPTS: usize = 3;
 
 /// A local etcd cluster of real `etcd` processes (Debian's `etcd-server` package), each on
 /// free loopback ports with its data in a temporary directory. Dropping it kills every
@@ -48,8 +48,7 @@ struct Member {
     name: String,
     client_port: u16,
     args: Vec<String>,
-    log: PathBuf,
-    process: Option<Child>,
+    process: Process,
 }
 
 impl EtcdCluster {
@@ -69,9 +68,7 @@ impl EtcdCluster {
         for _ in 0..START_ATTEMPTS {
             match Self::try_start(&program, members).await {
                 Ok(cluster) => return Ok(cluster),
-                // A member that exited at once most likely lost its port: try new ones.
-                Err(e @ HarnessError::Service(_)) => last = Some(e),
-                Err(e) => return Err(e),
+                Err(e) => last = Some(retry_on_lost_port(e)?),
             }
         }
         Err(last.unwrap_or_else(|| HarnessError::Service("etcd did not start".into())))
@@ -103,8 +100,8 @@ impl EtcdCluster {
                     format!("--initial-cluster-token={token}"),
                     "--log-level=warn".into(),
                 ];
-                let log = dir.path().join(format!("{name}.log"));
-                Member { name, client_port: ports[2 * i], args, log, process: None }
+                let process = Process::new(dir.path().join(format!("{name}.log")));
+                Member { name, client_port: ports[2 * i], args, process }
             })
             .collect();
         let mut cluster = EtcdCluster { program: program.to_path_buf(), members, dir };
@@ -131,7 +128,7 @@ impl EtcdCluster {
 
     /// The PID of each member's process, `None` for a killed member.
     pub fn member_pids(&self) -> Vec<Option<u32>> {
-        self.members.iter().map(|m| m.process.as_ref().map(Child::id)).collect()
+        self.members.iter().map(|m| m.process.pid()).collect()
     }
 
     /// The directory holding the members' data and logs (`m<i>.log`).
@@ -148,7 +145,7 @@ impl EtcdCluster {
         let mut ids = Vec::new();
         let mut leader = 0;
         for member in 0..self.members.len() {
-            if self.members[member].process.is_none() {
+            if !self.members[member].process.is_running() {
                 ids.push(None);
                 continue;
             }
@@ -189,7 +186,7 @@ impl EtcdCluster {
     /// when it does not rejoin within 30 s.
     pub async fn restart(&mut self, member: usize) -> Result<(), HarnessError> {
         match self.members.get(member) {
-            Some(m) if m.process.is_none() => {}
+            Some(m) if !m.process.is_running() => {}
             _ => return Err(HarnessError::Usage(format!("member {member} is not stopped"))),
         }
         self.spawn(member)?;
@@ -198,21 +195,8 @@ impl EtcdCluster {
 
     fn spawn(&mut self, member: usize) -> Result<(), HarnessError> {
         let m = &mut self.members[member];
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&m.log)
-            .map_err(|e| HarnessError::io(format!("cannot open {}", m.log.display()), e))?;
-        let err = log.try_clone().map_err(|e| HarnessError::io("cannot share the log", e))?;
-        let child = Command::new(&self.program)
-            .args(&m.args)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| HarnessError::io(format!("cannot start etcd member {}", m.name), e))?;
-        m.process = Some(child);
-        Ok(())
+        let mut command = Command::new(&self.program);
+        m.process.spawn(command.args(&m.args), &format!("etcd member {}", m.name))
     }
 
     /// Waits until each of `members` answers a status request and names a leader.
@@ -221,48 +205,21 @@ impl EtcdCluster {
         for member in members {
             loop {
                 let m = &mut self.members[member];
-                let exited = m.process.as_mut().map(|p| p.try_wait());
-                if let Some(Ok(Some(status))) = exited {
-                    m.process = None;
-                    return Err(HarnessError::Service(format!(
-                        "etcd member {} exited at start ({status}); see {}",
-                        m.name,
-                        m.log.display()
-                    )));
-                }
+                m.process.check_not_exited(&format!("etcd member {}", m.name))?;
                 if let Ok((_, leader)) = status(&self.endpoint(member)).await
                     && leader != 0
                 {
                     break;
                 }
                 if started.elapsed() > READY_TIMEOUT {
-                    return Err(HarnessError::Timeout {
-                        what: format!("etcd member {member} did not serve with a leader"),
-                        seconds: READY_TIMEOUT.as_secs(),
-                        log: self.members[member].log.display().to_string(),
-                    });
+                    let what = format!("etcd member {member} did not serve with a leader");
+                    return Err(self.members[member].process.timeout(what, READY_TIMEOUT));
                 }
                 tokio::time::sleep(POLL).await;
             }
         }
         Ok(())
     }
-}
-
-impl Drop for EtcdCluster {
-    fn drop(&mut self) {
-        for member in &mut self.members {
-            if let Some(process) = member.process.take() {
-                stop(process);
-            }
-        }
-    }
-}
-
-/// SIGKILL by PID, then reap.
-fn stop(mut process: Child) {
-    let _ = process.kill();
-    let _ = process.wait();
 }
 
 /// `(member ID, leader ID)` of one endpoint, within a second.

@@ -4,21 +4,22 @@
 //! children.
 
 use std::{
-    fs::{self, File},
+    fs,
     os::unix::{fs::PermissionsExt, process::CommandExt},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use super::{HarnessError, data_dir, find_program, free_ports};
+use super::{
+    HarnessError, data_dir, find_program, free_ports,
+    process::{Process, START_ATTEMPTS, retry_on_lost_port, stop},
+};
 
 /// How long a start, restart or stop may take before the harness gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Between readiness checks.
 const POLL: Duration = Duration::from_millis(50);
-/// How often a start is retried when the server exits at once (a port taken in between).
-const START_ATTEMPTS: usize = 3;
 /// How to install the server.
 const HINT: &str = "apt-get install postgresql, or set IDMINT_POSTGRES_BIN to its bin directory";
 /// The database every server gets.
@@ -59,9 +60,8 @@ pub struct Postgres {
     port: u16,
     data: PathBuf,
     socket_dir: PathBuf,
-    log: PathBuf,
     settings: Vec<(String, String)>,
-    process: Option<Child>,
+    process: Process,
     /// Dropped last: the data, socket and log.
     dir: tempfile::TempDir,
 }
@@ -112,9 +112,8 @@ impl Postgres {
             port: 0,
             data: pg.join("data"),
             socket_dir: pg,
-            log: dir.path().join("postgres.log"),
             settings,
-            process: None,
+            process: Process::new(dir.path().join("postgres.log")),
             dir,
         };
         server.initdb()?;
@@ -126,9 +125,7 @@ impl Postgres {
                     server.createdb()?;
                     return Ok(server);
                 }
-                // A server that exited at once most likely lost its port: try another.
-                Err(e @ HarnessError::Service(_)) => last = Some(e),
-                Err(e) => return Err(e),
+                Err(e) => last = Some(retry_on_lost_port(e)?),
             }
         }
         Err(last.unwrap_or_else(|| HarnessError::Service("postgres did not start".into())))
@@ -147,12 +144,12 @@ impl Postgres {
 
     /// The server's (postmaster's) PID, `None` after [`kill`](Self::kill).
     pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// The server's log file.
     pub fn log(&self) -> &Path {
-        &self.log
+        self.process.log()
     }
 
     /// The temporary directory holding the data, the socket and the log.
@@ -196,7 +193,7 @@ impl Postgres {
     /// [`HarnessError::Usage`] when the server is not running, [`HarnessError::Timeout`]
     /// when a process outlives its SIGKILL by 10 s.
     pub fn kill(&mut self) -> Result<(), HarnessError> {
-        let mut process = self
+        let process = self
             .process
             .take()
             .ok_or_else(|| HarnessError::Usage("postgres is not running".into()))?;
@@ -206,16 +203,12 @@ impl Postgres {
         for &child in &children {
             signal("KILL", child);
         }
-        let _ = process.kill();
-        let _ = process.wait();
+        stop(process);
         let started = Instant::now();
         while children.iter().any(|&child| alive(child)) {
             if started.elapsed() > Duration::from_secs(10) {
-                return Err(HarnessError::Timeout {
-                    what: format!("postgres children of {pid} did not die"),
-                    seconds: 10,
-                    log: self.log.display().to_string(),
-                });
+                let what = format!("postgres children of {pid} did not die");
+                return Err(self.process.timeout(what, Duration::from_secs(10)));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -229,7 +222,7 @@ impl Postgres {
     ///
     /// [`HarnessError::Usage`] when it is running, otherwise as [`start`](Self::start).
     pub fn restart(&mut self) -> Result<(), HarnessError> {
-        if self.process.is_some() {
+        if self.process.is_running() {
             return Err(HarnessError::Usage("postgres is running".into()));
         }
         self.spawn_and_wait()
@@ -245,18 +238,8 @@ impl Postgres {
         command
     }
 
-    fn log_file(&self) -> Result<(File, File), HarnessError> {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| HarnessError::io(format!("cannot open {}", self.log.display()), e))?;
-        let err = log.try_clone().map_err(|e| HarnessError::io("cannot share the log", e))?;
-        Ok((log, err))
-    }
-
     fn initdb(&self) -> Result<(), HarnessError> {
-        let (out, err) = self.log_file()?;
+        let (out, err) = self.process.log_files()?;
         let status = self
             .command("initdb")
             .arg("-D")
@@ -269,14 +252,13 @@ impl Postgres {
         if !status.success() {
             return Err(HarnessError::Service(format!(
                 "initdb failed ({status}); see {}",
-                self.log.display()
+                self.log().display()
             )));
         }
         Ok(())
     }
 
     fn spawn_and_wait(&mut self) -> Result<(), HarnessError> {
-        let (out, err) = self.log_file()?;
         let mut command = self.command("postgres");
         command
             .arg("-D")
@@ -286,23 +268,10 @@ impl Postgres {
         for (name, value) in &self.settings {
             command.arg("-c").arg(format!("{name}={value}"));
         }
-        let child = command
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| HarnessError::io("cannot start postgres", e))?;
-        self.process = Some(child);
+        self.process.spawn(&mut command, "postgres")?;
         let started = Instant::now();
         loop {
-            if let Some(process) = self.process.as_mut()
-                && let Ok(Some(status)) = process.try_wait()
-            {
-                self.process = None;
-                return Err(HarnessError::Service(format!(
-                    "postgres exited at start ({status}); see {}",
-                    self.log.display()
-                )));
-            }
+            self.process.check_not_exited("postgres")?;
             let ready = Command::new(self.bin.join("pg_isready"))
                 .args(["-q", "-t", "1", "-h", "127.0.0.1", "-p", &self.port.to_string()])
                 .stdin(Stdio::null())
@@ -312,11 +281,8 @@ impl Postgres {
                 return Ok(());
             }
             if started.elapsed() > READY_TIMEOUT {
-                return Err(HarnessError::Timeout {
-                    what: "postgres did not accept connections".into(),
-                    seconds: READY_TIMEOUT.as_secs(),
-                    log: self.log.display().to_string(),
-                });
+                let what = "postgres did not accept connections".into();
+                return Err(self.process.timeout(what, READY_TIMEOUT));
             }
             std::thread::sleep(POLL);
         }
@@ -357,8 +323,7 @@ impl Drop for Postgres {
             std::thread::sleep(Duration::from_millis(10));
         }
         // …or SIGKILL, by PID, and reap.
-        let _ = process.kill();
-        let _ = process.wait();
+        stop(process);
     }
 }
 

@@ -10,22 +10,22 @@
 //! real.
 
 use std::{
-    fs::File,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use ::redis::{AsyncConnectionConfig, Client, Value, aio::MultiplexedConnection};
 
-use super::{HarnessError, data_dir, find_program, free_ports};
+use super::{
+    HarnessError, data_dir, find_program, free_ports,
+    process::{Process, START_ATTEMPTS, retry_on_lost_port, stop},
+};
 
 /// How long a start or restart may take before the harness gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Between readiness checks.
 const POLL: Duration = Duration::from_millis(20);
-/// How often a start is retried when the server exits at once (a port taken in between).
-const START_ATTEMPTS: usize = 3;
 
 /// The fake wall clock's source, compiled on demand into the server's directory.
 const CLOCK_SHIM: &str = r#"/* idmint test harness: a fake wall clock for redis-server (LD_PRELOAD). */
@@ -131,8 +131,7 @@ pub struct RedisServer {
     port: u16,
     replica_of: Option<u16>,
     clock: RedisClock,
-    log: PathBuf,
-    process: Option<Child>,
+    process: Process,
     /// Dropped last: the server's directory and log.
     dir: tempfile::TempDir,
 }
@@ -179,21 +178,12 @@ impl RedisServer {
         for _ in 0..START_ATTEMPTS {
             let dir = data_dir("redis")?;
             let port = free_ports(1)?[0];
-            let log = dir.path().join("redis.log");
-            let mut server = RedisServer {
-                program: program.clone(),
-                port,
-                replica_of,
-                clock,
-                log,
-                process: None,
-                dir,
-            };
+            let process = Process::new(dir.path().join("redis.log"));
+            let mut server =
+                RedisServer { program: program.clone(), port, replica_of, clock, process, dir };
             match server.spawn_and_wait().await {
                 Ok(()) => return Ok(server),
-                // A server that exited at once most likely lost its port: try another.
-                Err(e @ HarnessError::Service(_)) => last = Some(e),
-                Err(e) => return Err(e),
+                Err(e) => last = Some(retry_on_lost_port(e)?),
             }
         }
         Err(last.unwrap_or_else(|| HarnessError::Service("redis-server did not start".into())))
@@ -211,7 +201,7 @@ impl RedisServer {
 
     /// The PID of the server process, `None` after [`kill`](Self::kill).
     pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// The directory holding the server's log (`redis.log`) and the clock library.
@@ -265,12 +255,6 @@ impl RedisServer {
 
     fn spawn(&mut self) -> Result<(), HarnessError> {
         let dir = self.dir.path().to_path_buf();
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| HarnessError::io(format!("cannot open {}", self.log.display()), e))?;
-        let err = log.try_clone().map_err(|e| HarnessError::io("cannot share the log", e))?;
         let mut command = Command::new(&self.program);
         command
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
@@ -278,10 +262,7 @@ impl RedisServer {
             // Replicas synchronise at once instead of after Redis' default 5 s wait for more.
             .args(["--repl-diskless-sync-delay", "0"])
             .arg("--dir")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err);
+            .arg(&dir);
         if let Some(primary) = self.replica_of {
             command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
         }
@@ -294,34 +275,20 @@ impl RedisServer {
             let library = clock_library(&dir)?;
             command.env("LD_PRELOAD", library).env("IDMINT_FAKE_CLOCK", fake);
         }
-        let child =
-            command.spawn().map_err(|e| HarnessError::io("cannot start redis-server", e))?;
-        self.process = Some(child);
-        Ok(())
+        self.process.spawn(&mut command, "redis-server")
     }
 
     async fn spawn_and_wait(&mut self) -> Result<(), HarnessError> {
         self.spawn()?;
         let started = Instant::now();
         loop {
-            if let Some(process) = self.process.as_mut()
-                && let Ok(Some(status)) = process.try_wait()
-            {
-                self.process = None;
-                return Err(HarnessError::Service(format!(
-                    "redis-server exited at start ({status}); see {}",
-                    self.log.display()
-                )));
-            }
+            self.process.check_not_exited("redis-server")?;
             if self.ready().await {
                 return Ok(());
             }
             if started.elapsed() > READY_TIMEOUT {
-                return Err(HarnessError::Timeout {
-                    what: format!("redis-server on port {} did not become ready", self.port),
-                    seconds: READY_TIMEOUT.as_secs(),
-                    log: self.log.display().to_string(),
-                });
+                let what = format!("redis-server on port {} did not become ready", self.port);
+                return Err(self.process.timeout(what, READY_TIMEOUT));
             }
             tokio::time::sleep(POLL).await;
         }
@@ -342,20 +309,6 @@ impl RedisServer {
         matches!(info, Ok(Value::BulkString(text))
             if String::from_utf8_lossy(&text).contains("master_link_status:up"))
     }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        if let Some(process) = self.process.take() {
-            stop(process);
-        }
-    }
-}
-
-/// SIGKILL by PID, then reap.
-fn stop(mut process: Child) {
-    let _ = process.kill();
-    let _ = process.wait();
 }
 
 /// A short-lived connection for readiness checks.
