@@ -3,8 +3,7 @@
 //! as the file coordinator's marks are), under an exclusive `flock` held only for the update.
 
 use std::{
-    fs::{self, File, OpenOptions},
-    io::Write,
+    fs::{self, OpenOptions},
     ops::Range,
     path::{Path, PathBuf},
 };
@@ -14,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     CounterStore, Error, SegmentStore,
     counter::check_counter_request,
+    file::{blocking, fsync_dir, io_error, replace_json},
     segment::{check_range_request, counter_after, range_after},
 };
 
@@ -122,12 +122,7 @@ impl FileStore {
     ) -> Result<T, Error> {
         let folder = self.dir.join(kind.folder());
         let name = name.to_owned();
-        tokio::task::spawn_blocking(move || update_locked(&folder, &name, bump)).await.map_err(
-            |e| Error::Unavailable {
-                backend: "file",
-                reason: format!("blocking task failed: {e}"),
-            },
-        )?
+        blocking(move || update_locked(&folder, &name, bump)).await
     }
 }
 
@@ -137,20 +132,16 @@ fn update_locked<T>(
     name: &str,
     bump: impl FnOnce(u64) -> Result<(T, u64), Error>,
 ) -> Result<T, Error> {
-    let io = |what: &str, p: &Path| {
-        let context = format!("cannot {what} {}", p.display());
-        move |e| Error::io(context, e)
-    };
     let lock_path = folder.join(format!("{name}.lock"));
     let lock = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .open(&lock_path)
-        .map_err(io("open", &lock_path))?;
+        .map_err(io_error("open", &lock_path))?;
     // Blocks until no other handle or process is updating this value. Released when `lock`
     // is dropped (or the process dies).
-    lock.lock().map_err(io("lock", &lock_path))?;
+    lock.lock().map_err(io_error("lock", &lock_path))?;
 
     let path = folder.join(format!("{name}.json"));
     let current = match fs::read(&path) {
@@ -163,28 +154,15 @@ fn update_locked<T>(
                 .value
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(io("read", &path)(e)),
+        Err(e) => return Err(io_error("read", &path)(e)),
     };
     let (answer, new) = bump(current)?;
     debug_assert!(new > current, "stored values only grow");
 
     let tmp = folder.join(format!("{name}.json.tmp"));
-    let text = serde_json::to_vec(&ValueFile { value: new })
-        .map_err(|e| Error::Corrupt { path: path.display().to_string(), reason: e.to_string() })?;
-    let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
-    file.write_all(&text).map_err(io("write", &tmp))?;
-    file.sync_all().map_err(io("fsync", &tmp))?;
-    drop(file);
-    fs::rename(&tmp, &path).map_err(io("rename onto", &path))?;
-    fsync_dir(folder)?;
+    replace_json(folder, &path, &tmp, &ValueFile { value: new })?;
     drop(lock);
     Ok(answer)
-}
-
-fn fsync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(format!("cannot fsync directory {}", dir.display()), e))
 }
 
 #[async_trait::async_trait]
