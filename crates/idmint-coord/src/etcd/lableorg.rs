@@ -55,7 +55,8 @@ pub(super) async fn claim(
             request.generator_ids
         )));
     }
-    locked_scan(inner, root, request, clusters.len(), &candidates, lease).await
+    let scanned = scan(inner, root, request, clusters.len(), &candidates, lease);
+    locked(inner, root, lease, scanned).await
 }
 
 fn identity(cluster: u64, generator: u64) -> u64 {
@@ -94,25 +95,23 @@ fn parse_cluster_ids(text: &str) -> Result<Vec<u64>, String> {
         .collect()
 }
 
-/// Takes the resource lock on `lease`, scans the pool, unlocks.
-async fn locked_scan(
+/// Takes the resource lock on `lease`, runs `work` (the pool scan), unlocks.
+async fn locked<T>(
     inner: &Inner,
     root: &str,
-    request: &ClaimRequest,
-    cluster_count: usize,
-    candidates: &[(u64, u64)],
     lease: &Lease,
-) -> Result<Taken, Error> {
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
     let mut client = inner.client.clone();
     let lock_name = format!("{root}{LOCK_NAME}");
     let options = Some(LockOptions::new().with_lease(lease.id));
     let timeout = inner.options.lock_timeout;
     let locked = super::call("lock", timeout, client.lock(lock_name.as_str(), options)).await?;
-    let scanned = scan(inner, root, request, cluster_count, candidates, lease).await;
+    let done = work.await;
     let unlocked = inner.call("unlock", client.unlock(locked.key())).await;
-    let taken = scanned?;
+    let value = done?;
     unlocked?;
-    Ok(taken)
+    Ok(value)
 }
 
 /// Under the lock: list `pool/`, refuse when it is full, else claim the first free candidate.
