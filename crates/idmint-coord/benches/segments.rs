@@ -7,12 +7,16 @@
 //! CARGO_TARGET_DIR=/tmp/t-pg cargo bench -p idmint-coord --features postgres --bench segments
 //! ```
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::{
     hint::black_box,
     sync::Arc,
     time::{Duration, Instant},
 };
 
+use common::fixed;
 use criterion::{Criterion, Throughput, criterion_group};
 use idmint_coord::{FileStore, MemoryStore, SegmentAllocator, SegmentOptions, SegmentStore};
 use tokio::runtime::Runtime;
@@ -93,15 +97,6 @@ fn round_trips(label: &str, store: Arc<dyn SegmentStore>, options: SegmentOption
         elapsed.as_secs_f64() * 1e3,
         total as f64 / elapsed.as_secs_f64(),
     );
-}
-
-fn fixed(step: u64) -> SegmentOptions {
-    SegmentOptions {
-        initial_step: step,
-        min_step: step,
-        max_step: step,
-        ..SegmentOptions::default()
-    }
 }
 
 fn benches(c: &mut Criterion) {

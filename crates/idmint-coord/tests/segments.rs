@@ -11,6 +11,8 @@
 
 #![cfg(feature = "test-util")]
 
+mod common;
+
 use std::{
     collections::HashSet,
     fs::{self, File},
@@ -25,6 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use common::fixed;
 use idmint_coord::{
     Error, FileStore, MAX_SEGMENT_ID, MemoryStore, SegmentAllocator, SegmentOptions, SegmentStore,
 };
@@ -44,16 +47,6 @@ const GO: &str = "IDMINT_SEGMENT_GO";
 const FETCHES: usize = 1_000;
 /// The namespace every test uses.
 const NS: &str = "orders";
-
-/// Options with a fixed step: no adaptation, so gap bounds are exact.
-fn fixed(step: u64) -> SegmentOptions {
-    SegmentOptions {
-        initial_step: step,
-        min_step: step,
-        max_step: step,
-        ..SegmentOptions::default()
-    }
-}
 
 /// A small deterministic generator (xorshift64*), so failures can be replayed.
 struct Rng(u64);
