@@ -166,7 +166,38 @@ impl NextResponse {
     }
 }
 
-impl From<crate::NamespaceInfo> for NamespaceInfo {
+/// Implements `From` both ways between two structs with the same fields, moving each field
+/// across, with the docs given for each direction.
+macro_rules! same_fields {
+    (
+        $(#[$a_to_b:meta])* $a:ident => $(#[$b_to_a:meta])* $b:path { $($field:ident),* $(,)? }
+    ) => {
+        impl From<$a> for $b {
+            $(#[$a_to_b])*
+            fn from(value: $a) -> Self {
+                $b { $($field: value.$field),* }
+            }
+        }
+
+        impl From<$b> for $a {
+            $(#[$b_to_a])*
+            fn from(value: $b) -> Self {
+                $a { $($field: value.$field),* }
+            }
+        }
+    };
+}
+
+same_fields! {
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_proto::grpc;
+    ///
+    /// let info = grpc::NamespaceInfo { name: "orders".into(), ..grpc::NamespaceInfo::default() };
+    /// assert_eq!(idmint_proto::NamespaceInfo::from(info).name, "orders");
+    /// ```
+    NamespaceInfo =>
     /// # Example
     ///
     /// ```
@@ -182,48 +213,19 @@ impl From<crate::NamespaceInfo> for NamespaceInfo {
     /// assert_eq!(idmint_proto::NamespaceInfo::from(info), json);
     /// # Ok::<(), serde_json::Error>(())
     /// ```
-    fn from(info: crate::NamespaceInfo) -> Self {
-        NamespaceInfo {
-            name: info.name,
-            layout: info.layout,
-            fingerprint: info.fingerprint,
-            id_bits: info.id_bits,
-            js_safe: info.js_safe,
-            default_format: info.default_format,
-            generator_id: info.generator_id,
-            ready: info.ready,
-            runs_out: info.runs_out,
-            ids_per_second: info.ids_per_second,
-            generators: info.generators,
-            auth: info.auth,
-        }
-    }
-}
-
-impl From<NamespaceInfo> for crate::NamespaceInfo {
-    /// # Example
-    ///
-    /// ```
-    /// use idmint_proto::grpc;
-    ///
-    /// let info = grpc::NamespaceInfo { name: "orders".into(), ..grpc::NamespaceInfo::default() };
-    /// assert_eq!(idmint_proto::NamespaceInfo::from(info).name, "orders");
-    /// ```
-    fn from(info: NamespaceInfo) -> Self {
-        crate::NamespaceInfo {
-            name: info.name,
-            layout: info.layout,
-            fingerprint: info.fingerprint,
-            id_bits: info.id_bits,
-            js_safe: info.js_safe,
-            default_format: info.default_format,
-            generator_id: info.generator_id,
-            ready: info.ready,
-            runs_out: info.runs_out,
-            ids_per_second: info.ids_per_second,
-            generators: info.generators,
-            auth: info.auth,
-        }
+    crate::NamespaceInfo {
+        name,
+        layout,
+        fingerprint,
+        id_bits,
+        js_safe,
+        default_format,
+        generator_id,
+        ready,
+        runs_out,
+        ids_per_second,
+        generators,
+        auth,
     }
 }
 
