@@ -17,8 +17,7 @@ use tonic::transport::Channel;
 
 use crate::load::{
     Error, IdRuns, Window,
-    grpc::{StreamReport, StreamResult, channel, collect},
-    rate,
+    grpc::{Calls, StreamReport, StreamResult, run_streams},
 };
 
 /// The code tonic-prost-build generates from `proto/ferroid/ferroid.proto` (client only).
@@ -58,30 +57,13 @@ pub async fn ferroid_stream(options: &FerroidOptions) -> Result<StreamReport, Er
     if options.streams == 0 || options.count_per_call == 0 {
         return Err(Error::Options("--streams and --count must be at least 1".into()));
     }
-    let mut channels = Vec::with_capacity(options.streams);
-    for _ in 0..options.streams {
-        channels.push(channel(&options.url).await?);
-    }
-    let window = Window::new(options.warmup, options.duration);
-    let tasks = channels
-        .into_iter()
-        .map(|channel| tokio::spawn(read_calls(channel, options.count_per_call, window)))
-        .collect();
-    let (messages, ids, gap, outcome) = collect(tasks).await;
-    Ok(StreamReport {
-        url: options.url.clone(),
-        call: "ferroid.IdGenerator/StreamIds",
-        namespace: None,
-        requested: options.count_per_call,
-        streams: options.streams,
-        seconds: window.seconds(),
-        messages,
-        messages_per_s: rate(messages, &window),
-        ids,
-        ids_per_s: rate(ids, &window),
-        gap,
-        outcome,
+    let count = options.count_per_call;
+    let calls = Calls { call: "ferroid.IdGenerator/StreamIds", namespace: None, requested: count };
+    let (warmup, duration) = (options.warmup, options.duration);
+    run_streams(&options.url, options.streams, warmup, duration, calls, |channel, window| {
+        read_calls(channel, count, window)
     })
+    .await
 }
 
 /// `StreamIds` calls of `count` IDs, one after another, until the window ends.

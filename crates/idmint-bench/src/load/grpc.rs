@@ -95,8 +95,54 @@ impl StreamResult {
     }
 }
 
+/// What a stream load's report says about its calls.
+pub(crate) struct Calls {
+    /// The gRPC method.
+    pub(crate) call: &'static str,
+    /// The namespace asked for, if the call takes one.
+    pub(crate) namespace: Option<String>,
+    /// IDs asked for per message or call.
+    pub(crate) requested: u64,
+}
+
+/// Opens `streams` connections to `url`; then, for the warm-up plus the duration, runs
+/// `read` on each (one task per connection), and reports what they did together.
+pub(crate) async fn run_streams<F>(
+    url: &str,
+    streams: usize,
+    warmup: Duration,
+    duration: Duration,
+    calls: Calls,
+    mut read: impl FnMut(Channel, Window) -> F,
+) -> Result<StreamReport, Error>
+where
+    F: Future<Output = StreamResult> + Send + 'static,
+{
+    let mut channels = Vec::with_capacity(streams);
+    for _ in 0..streams {
+        channels.push(channel(url).await?);
+    }
+    let window = Window::new(warmup, duration);
+    let tasks = channels.into_iter().map(|channel| tokio::spawn(read(channel, window))).collect();
+    let (messages, ids, gap, outcome) = collect(tasks).await;
+    Ok(StreamReport {
+        url: url.to_owned(),
+        call: calls.call,
+        namespace: calls.namespace,
+        requested: calls.requested,
+        streams,
+        seconds: window.seconds(),
+        messages,
+        messages_per_s: rate(messages, &window),
+        ids,
+        ids_per_s: rate(ids, &window),
+        gap,
+        outcome,
+    })
+}
+
 /// Adds up the streams' results.
-pub(crate) async fn collect(
+async fn collect(
     tasks: Vec<tokio::task::JoinHandle<StreamResult>>,
 ) -> (u64, u64, LatencySummary, Outcome) {
     let mut outcome = Outcome::default();
@@ -149,37 +195,21 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
     if options.streams == 0 || options.batch_size == 0 {
         return Err(Error::Options("--streams and --batch-size must be at least 1".into()));
     }
-    let mut channels = Vec::with_capacity(options.streams);
-    for _ in 0..options.streams {
-        channels.push(channel(&options.url).await?);
-    }
-    let window = Window::new(options.warmup, options.duration);
-    let tasks = channels
-        .into_iter()
-        .map(|channel| {
-            let request = StreamRequest {
-                namespace: options.namespace.clone(),
-                batch_size: options.batch_size,
-                batches: 0,
-            };
-            tokio::spawn(read_stream(channel, request, window))
-        })
-        .collect();
-    let (messages, ids, gap, outcome) = collect(tasks).await;
-    Ok(StreamReport {
-        url: options.url.clone(),
+    let calls = Calls {
         call: "idmint.v1.IdMint/Stream",
         namespace: Some(options.namespace.clone()),
         requested: options.batch_size,
-        streams: options.streams,
-        seconds: window.seconds(),
-        messages,
-        messages_per_s: rate(messages, &window),
-        ids,
-        ids_per_s: rate(ids, &window),
-        gap,
-        outcome,
+    };
+    let (warmup, duration) = (options.warmup, options.duration);
+    run_streams(&options.url, options.streams, warmup, duration, calls, |channel, window| {
+        let request = StreamRequest {
+            namespace: options.namespace.clone(),
+            batch_size: options.batch_size,
+            batches: 0,
+        };
+        read_stream(channel, request, window)
     })
+    .await
 }
 
 /// One `Stream` call, read until the window ends; dropping it cancels the call.
