@@ -7,19 +7,16 @@
 mod common;
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
 use common::{
-    TestServer,
+    FailingMarks, TestServer,
     check::{assert_all_above, assert_unique, metric, report, snowflake, time_ms, wait_until},
     clock,
 };
-use idmint_coord::{Claim, ClaimRequest, Coordinator, Error as CoordError, MemoryCoordinator};
+use idmint_coord::{Coordinator, Error as CoordError, MemoryCoordinator};
 use idmint_server::{Error, NamespaceConfig, ServerConfig};
 
 /// One `default` namespace limited to the first `pool` generator IDs.
@@ -144,35 +141,11 @@ fn invalid_pools_and_retry_times_are_refused() {
 
 /// A memory coordinator whose mark writes can be made to fail (as an unreachable etcd would)
 /// while its claims stay held.
-#[derive(Debug)]
-struct Unreachable {
-    inner: MemoryCoordinator,
-    failing: AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl Coordinator for Unreachable {
-    fn name(&self) -> &'static str {
-        "unreachable-memory"
-    }
-
-    async fn claim(&self, request: &ClaimRequest) -> Result<Claim, CoordError> {
-        self.inner.claim(request).await
-    }
-
-    async fn store_mark(&self, claim: &Claim, mark_ms: u64) -> Result<(), CoordError> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(CoordError::Unavailable {
-                backend: "memory",
-                reason: "injected fault: no answer".into(),
-            });
-        }
-        self.inner.store_mark(claim, mark_ms).await
-    }
-
-    async fn release(&self, claim: &Claim) -> Result<(), CoordError> {
-        self.inner.release(claim).await
-    }
+fn unreachable() -> FailingMarks<MemoryCoordinator> {
+    FailingMarks::new("unreachable-memory", MemoryCoordinator::new(), || CoordError::Unavailable {
+        backend: "memory",
+        reason: "injected fault: no answer".into(),
+    })
 }
 
 /// Readiness follows the window: while the claim is still held but the mark cannot be
@@ -180,8 +153,7 @@ impl Coordinator for Unreachable {
 /// 200 again once an extension succeeds.
 #[test]
 fn readiness_turns_off_when_the_window_is_used_up() {
-    let coordinator =
-        Arc::new(Unreachable { inner: MemoryCoordinator::new(), failing: AtomicBool::new(false) });
+    let coordinator = Arc::new(unreachable());
     let config = ServerConfig { window_ms: 300, max_wait_ms: 50, ..ServerConfig::default() };
     let server =
         TestServer::start(config, Arc::clone(&coordinator) as Arc<dyn Coordinator>, clock(0))

@@ -3,6 +3,8 @@
 //! health, and the shutdown order with calls in flight. Every await that could hang is bounded
 //! by a timeout; no test waits for wall-clock time to pass.
 
+mod common;
+
 use std::{
     collections::HashSet,
     future::Future,
@@ -11,13 +13,14 @@ use std::{
     time::Duration,
 };
 
+use common::SHUTDOWN_ORDER;
 use idmint_coord::MemoryCoordinator;
 use idmint_core::{Layout, SystemClock};
 use idmint_proto::grpc::{
     BatchRequest, DecodeRequest, IdBatch, IdMintClient, ListNamespacesRequest, NextRequest,
     SERVICE_NAME, StreamRequest, field,
 };
-use idmint_server::{Error, NamespaceConfig, Server, ServerConfig, ShutdownStep};
+use idmint_server::{Error, NamespaceConfig, Server, ServerConfig};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Status, transport::Channel};
@@ -632,16 +635,7 @@ async fn shutdown_drains_both_apis_before_persisting() {
     assert_increasing(&slow_ids);
 
     within("shutdown", running.task).await.unwrap().unwrap();
-    assert_eq!(
-        running.server.shutdown_steps(),
-        [
-            ShutdownStep::StoppedAccepting,
-            ShutdownStep::ReportedNotReady,
-            ShutdownStep::Drained,
-            ShutdownStep::Persisted,
-            ShutdownStep::Released,
-        ]
-    );
+    assert_eq!(running.server.shutdown_steps(), SHUTDOWN_ORDER);
     // Every ID lies at or below the stored marks.
     for (namespace, layout, id) in [
         ("default", "snowflake", *ids.last().unwrap()),

@@ -14,7 +14,7 @@ use std::{
 };
 
 use common::{
-    TestServer,
+    SHUTDOWN_ORDER, TestServer,
     check::{
         assert_all_above, assert_increasing, assert_unique, metric, report, stored_mark, time_ms,
         wait_until,
@@ -102,16 +102,7 @@ fn shutdown_drains_a_slow_batch_and_persists_and_releases_in_order() {
     let steps = server.server.shutdown_steps();
     let state = Arc::clone(&server.server);
     server.stop().expect("ordered shutdown");
-    assert_eq!(
-        steps,
-        [
-            ShutdownStep::StoppedAccepting,
-            ShutdownStep::ReportedNotReady,
-            ShutdownStep::Drained,
-            ShutdownStep::Persisted,
-            ShutdownStep::Released,
-        ]
-    );
+    assert_eq!(steps, SHUTDOWN_ORDER);
     assert!(seen.not_ready_during_drain, "readiness did not turn off while the batch drained");
     assert_eq!(seen.refused_during_drain, Some(true), "a new connection was accepted in the drain");
     assert!(!state.is_ready());

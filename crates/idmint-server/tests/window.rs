@@ -9,22 +9,19 @@ use std::{
     fs,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
 use common::{
-    TestServer,
+    FailingMarks, TestServer,
     check::{
         assert_all_above, assert_increasing, assert_unique, metric, report, snowflake, stored_mark,
         time_ms, wait_until,
     },
     clock,
 };
-use idmint_coord::{Claim, ClaimRequest, Coordinator, Error as CoordError, FileCoordinator};
+use idmint_coord::{Coordinator, Error as CoordError, FileCoordinator};
 use idmint_server::ServerConfig;
 
 /// The largest time among some IDs.
@@ -64,35 +61,15 @@ fn issued_times_never_exceed_the_stored_mark() {
 
 /// A file coordinator whose mark writes can be made to fail, as a full or read-only disk
 /// would. Used when `chmod` cannot stop writes (tests often run as root).
-#[derive(Debug)]
-struct Breakable {
-    inner: FileCoordinator,
-    failing: AtomicBool,
-}
+type Breakable = FailingMarks<FileCoordinator>;
 
-#[async_trait::async_trait]
-impl Coordinator for Breakable {
-    fn name(&self) -> &'static str {
-        "breakable-file"
-    }
-
-    async fn claim(&self, request: &ClaimRequest) -> Result<Claim, CoordError> {
-        self.inner.claim(request).await
-    }
-
-    async fn store_mark(&self, claim: &Claim, mark_ms: u64) -> Result<(), CoordError> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(CoordError::Io {
-                context: "injected fault: cannot write the mark".into(),
-                source: Arc::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
-            });
-        }
-        self.inner.store_mark(claim, mark_ms).await
-    }
-
-    async fn release(&self, claim: &Claim) -> Result<(), CoordError> {
-        self.inner.release(claim).await
-    }
+/// A [`Breakable`] on `dir`.
+fn breakable(dir: &Path) -> Breakable {
+    let inner = FileCoordinator::open(dir).expect("open");
+    FailingMarks::new("breakable-file", inner, || CoordError::Io {
+        context: "injected fault: cannot write the mark".into(),
+        source: Arc::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+    })
 }
 
 /// How the test makes mark writes fail: a read-only namespace directory where permissions
@@ -132,10 +109,7 @@ fn set_mode(path: &Path, mode: u32) {
 #[test]
 fn failing_mark_writes_stop_issuing_after_the_window_and_recover() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let coordinator = Arc::new(Breakable {
-        inner: FileCoordinator::open(dir.path()).expect("open"),
-        failing: AtomicBool::new(false),
-    });
+    let coordinator = Arc::new(breakable(dir.path()));
     let config = ServerConfig { window_ms: 200, max_wait_ms: 100, ..ServerConfig::default() };
     let server =
         TestServer::start(config, Arc::clone(&coordinator) as Arc<dyn Coordinator>, clock(0))

@@ -1,15 +1,23 @@
 //! Shared helpers of the in-process service tests: a server on its own runtime, served on a
-//! free loopback port, and the HTTP client and checks in the submodules.
+//! free loopback port, a coordinator whose mark writes can be made to fail, the order of the
+//! shutdown steps, and the HTTP client and checks in the submodules.
 
 #![allow(dead_code)]
 
 pub(crate) mod check;
 pub(crate) mod http;
 
-use std::{net::SocketAddr, path::Path, sync::Arc};
+use std::{
+    net::SocketAddr,
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
-use idmint_coord::{Coordinator, FileCoordinator};
-use idmint_server::{Error, OffsetClock, Server, ServerConfig};
+use idmint_coord::{Claim, ClaimRequest, Coordinator, Error as CoordError, FileCoordinator};
+use idmint_server::{Error, OffsetClock, Server, ServerConfig, ShutdownStep};
 use tokio::{runtime::Runtime, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -93,4 +101,53 @@ impl Drop for TestServer {
 /// A wall clock at the system clock plus `offset_ms`.
 pub(crate) fn clock(offset_ms: i64) -> Arc<OffsetClock> {
     Arc::new(OffsetClock::new(offset_ms))
+}
+
+/// The steps of an ordered shutdown, in the order every shutdown takes them.
+pub(crate) const SHUTDOWN_ORDER: [ShutdownStep; 5] = [
+    ShutdownStep::StoppedAccepting,
+    ShutdownStep::ReportedNotReady,
+    ShutdownStep::Drained,
+    ShutdownStep::Persisted,
+    ShutdownStep::Released,
+];
+
+/// A coordinator whose mark writes can be made to fail (with the error `fault` makes) while
+/// its claims stay held: as a full disk or an unreachable etcd would.
+#[derive(Debug)]
+pub(crate) struct FailingMarks<C> {
+    name: &'static str,
+    inner: C,
+    fault: fn() -> CoordError,
+    /// While set, `store_mark` fails.
+    pub(crate) failing: AtomicBool,
+}
+
+impl<C> FailingMarks<C> {
+    /// `inner` under the name `name`, not failing yet.
+    pub(crate) fn new(name: &'static str, inner: C, fault: fn() -> CoordError) -> Self {
+        FailingMarks { name, inner, fault, failing: AtomicBool::new(false) }
+    }
+}
+
+#[async_trait::async_trait]
+impl<C: Coordinator> Coordinator for FailingMarks<C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Claim, CoordError> {
+        self.inner.claim(request).await
+    }
+
+    async fn store_mark(&self, claim: &Claim, mark_ms: u64) -> Result<(), CoordError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err((self.fault)());
+        }
+        self.inner.store_mark(claim, mark_ms).await
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), CoordError> {
+        self.inner.release(claim).await
+    }
 }
