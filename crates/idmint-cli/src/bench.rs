@@ -161,105 +161,177 @@ fn parse_check(text: &str) -> Result<BodyCheck, String> {
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     match &args.mode {
         Mode::Http(a) => {
+            let (warmup, duration) = a.common.window()?;
             let options = HttpOptions {
                 url: a.url.clone(),
                 connections: a.connections,
                 check: a.check,
-                warmup: a.common.warmup,
-                duration: nonzero(a.common.duration)?,
+                warmup,
+                duration,
             };
-            let report = runtime(a.threads)?.block_on(load::http(&options))?;
-            if a.common.json {
-                json(out, &report)?;
-            } else {
-                writeln!(
-                    out,
-                    "http {}: {} connections, {} client thread(s), check {:?}",
-                    report.url, report.connections, a.threads, report.check
-                )?;
-                timing(out, report.seconds, a.common.warmup)?;
-                writeln!(
-                    out,
-                    "  requests   {:>14} /s  ({} in the window)",
-                    thousands(report.requests_per_s),
-                    report.requests
-                )?;
-                if report.check == BodyCheck::Ids {
-                    writeln!(
-                        out,
-                        "  IDs        {:>14} /s  ({} in the window)",
-                        thousands(report.ids_per_s),
-                        report.ids
-                    )?;
-                }
-                latency(out, "latency", &report.latency)?;
-                outcome(out, &report.outcome)?;
-            }
-            verdict(&report.outcome)
+            finish(out, a.threads, &a.common, load::http(&options))
         }
         Mode::GrpcStream(a) => {
+            let (warmup, duration) = a.common.window()?;
             let options = StreamOptions {
                 url: a.url.clone(),
                 namespace: a.namespace.clone(),
                 batch_size: a.batch_size,
                 streams: a.streams,
-                warmup: a.common.warmup,
-                duration: nonzero(a.common.duration)?,
+                warmup,
+                duration,
             };
-            let report = runtime(a.threads)?.block_on(load::grpc_stream(&options))?;
-            stream_report(out, &report, a.threads, &a.common)?;
-            verdict(&report.outcome)
+            finish(out, a.threads, &a.common, load::grpc_stream(&options))
         }
         Mode::FerroidStream(a) => {
+            let (warmup, duration) = a.common.window()?;
             let options = FerroidOptions {
                 url: a.url.clone(),
                 count_per_call: a.count,
                 streams: a.streams,
-                warmup: a.common.warmup,
-                duration: nonzero(a.common.duration)?,
+                warmup,
+                duration,
             };
-            let report = runtime(a.threads)?.block_on(load::ferroid_stream(&options))?;
-            stream_report(out, &report, a.threads, &a.common)?;
-            verdict(&report.outcome)
+            finish(out, a.threads, &a.common, load::ferroid_stream(&options))
         }
         Mode::Client(a) => {
+            let (warmup, duration) = a.common.window()?;
             let options = ClientOptions {
                 url: a.url.clone(),
                 namespace: a.namespace.clone(),
                 prefetch: a.prefetch,
                 low_water: a.low_water.unwrap_or(a.prefetch / 2),
-                warmup: a.common.warmup,
-                duration: nonzero(a.common.duration)?,
+                warmup,
+                duration,
             };
-            let report = runtime(a.threads)?.block_on(load::client_next(&options))?;
-            if a.common.json {
-                json(out, &report)?;
-            } else {
-                writeln!(
-                    out,
-                    "client next() {} namespace {}: prefetch {} (refill at {}), {} client thread(s)",
-                    report.url, report.namespace, report.prefetch, report.low_water, a.threads
-                )?;
-                timing(out, report.seconds, a.common.warmup)?;
-                writeln!(
-                    out,
-                    "  IDs        {:>14} /s  ({} in the window, {:.1} ns per call)",
-                    thousands(report.ids_per_s),
-                    report.ids,
-                    report.ns_per_id
-                )?;
-                outcome(out, &report.outcome)?;
-            }
-            verdict(&report.outcome)
+            finish(out, a.threads, &a.common, load::client_next(&options))
         }
     }
 }
 
-fn nonzero(duration: Duration) -> anyhow::Result<Duration> {
-    if duration.is_zero() {
-        bail!("--duration must be more than 0 seconds");
+/// Runs `load` on a runtime of `threads` workers, prints its report (text or JSON), and fails
+/// the command when the run saw anything wrong.
+fn finish<R: Report>(
+    out: &mut impl Write,
+    threads: usize,
+    common: &Common,
+    load: impl Future<Output = Result<R, load::Error>>,
+) -> anyhow::Result<()> {
+    let report = runtime(threads)?.block_on(load)?;
+    if common.json {
+        json(out, &report)?;
+    } else {
+        report.text(out, threads, common.warmup)?;
+        outcome(out, report.outcome())?;
     }
-    Ok(duration)
+    verdict(report.outcome())
+}
+
+/// A load's report, as `idmint bench` prints it.
+trait Report: Serialize {
+    /// What the run's checks found.
+    fn outcome(&self) -> &Outcome;
+
+    /// The text report, but for the checks' lines.
+    fn text(&self, out: &mut impl Write, threads: usize, warmup: Duration) -> anyhow::Result<()>;
+}
+
+impl Report for load::HttpReport {
+    fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    fn text(&self, out: &mut impl Write, threads: usize, warmup: Duration) -> anyhow::Result<()> {
+        writeln!(
+            out,
+            "http {}: {} connections, {threads} client thread(s), check {:?}",
+            self.url, self.connections, self.check
+        )?;
+        timing(out, self.seconds, warmup)?;
+        writeln!(
+            out,
+            "  requests   {:>14} /s  ({} in the window)",
+            thousands(self.requests_per_s),
+            self.requests
+        )?;
+        if self.check == BodyCheck::Ids {
+            writeln!(
+                out,
+                "  IDs        {:>14} /s  ({} in the window)",
+                thousands(self.ids_per_s),
+                self.ids
+            )?;
+        }
+        latency(out, "latency", &self.latency)
+    }
+}
+
+impl Report for load::StreamReport {
+    fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    fn text(&self, out: &mut impl Write, threads: usize, warmup: Duration) -> anyhow::Result<()> {
+        let what = match &self.namespace {
+            Some(ns) if ns.is_empty() => {
+                format!("default namespace, {} IDs per message", self.requested)
+            }
+            Some(ns) => format!("namespace {ns}, {} IDs per message", self.requested),
+            None => format!("{} IDs per call", self.requested),
+        };
+        writeln!(
+            out,
+            "{} at {}: {what}, {} stream(s), {threads} client thread(s)",
+            self.call, self.url, self.streams
+        )?;
+        timing(out, self.seconds, warmup)?;
+        writeln!(
+            out,
+            "  IDs        {:>14} /s  ({} in the window)",
+            thousands(self.ids_per_s),
+            self.ids
+        )?;
+        writeln!(
+            out,
+            "  messages   {:>14} /s  ({} in the window)",
+            thousands(self.messages_per_s),
+            self.messages
+        )?;
+        latency(out, "per message", &self.gap)
+    }
+}
+
+impl Report for load::ClientReport {
+    fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    fn text(&self, out: &mut impl Write, threads: usize, warmup: Duration) -> anyhow::Result<()> {
+        writeln!(
+            out,
+            "client next() {} namespace {}: prefetch {} (refill at {}), {threads} client thread(s)",
+            self.url, self.namespace, self.prefetch, self.low_water
+        )?;
+        timing(out, self.seconds, warmup)?;
+        writeln!(
+            out,
+            "  IDs        {:>14} /s  ({} in the window, {:.1} ns per call)",
+            thousands(self.ids_per_s),
+            self.ids,
+            self.ns_per_id
+        )?;
+        Ok(())
+    }
+}
+
+impl Common {
+    /// The warm-up and the measured duration, which must be more than 0.
+    fn window(&self) -> anyhow::Result<(Duration, Duration)> {
+        if self.duration.is_zero() {
+            bail!("--duration must be more than 0 seconds");
+        }
+        Ok((self.warmup, self.duration))
+    }
 }
 
 /// A runtime with `threads` workers: a current-thread runtime for 1.
@@ -274,44 +346,6 @@ fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
         }
     };
     builder.enable_all().build().context("cannot start the async runtime")
-}
-
-fn stream_report(
-    out: &mut impl Write,
-    report: &load::StreamReport,
-    threads: usize,
-    common: &Common,
-) -> anyhow::Result<()> {
-    if common.json {
-        return json(out, report);
-    }
-    let what = match &report.namespace {
-        Some(ns) if ns.is_empty() => {
-            format!("default namespace, {} IDs per message", report.requested)
-        }
-        Some(ns) => format!("namespace {ns}, {} IDs per message", report.requested),
-        None => format!("{} IDs per call", report.requested),
-    };
-    writeln!(
-        out,
-        "{} at {}: {what}, {} stream(s), {threads} client thread(s)",
-        report.call, report.url, report.streams
-    )?;
-    timing(out, report.seconds, common.warmup)?;
-    writeln!(
-        out,
-        "  IDs        {:>14} /s  ({} in the window)",
-        thousands(report.ids_per_s),
-        report.ids
-    )?;
-    writeln!(
-        out,
-        "  messages   {:>14} /s  ({} in the window)",
-        thousands(report.messages_per_s),
-        report.messages
-    )?;
-    latency(out, "per message", &report.gap)?;
-    outcome(out, &report.outcome)
 }
 
 fn timing(out: &mut impl Write, seconds: f64, warmup: Duration) -> anyhow::Result<()> {
