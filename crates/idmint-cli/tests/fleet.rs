@@ -16,16 +16,16 @@
 
 #[path = "../../idmint-server/tests/common/check.rs"]
 mod check;
+mod common;
 #[path = "../../idmint-server/tests/common/http.rs"]
 mod http;
 
 use std::{
     collections::{BTreeMap, HashSet},
-    io::{BufRead, BufReader},
     net::SocketAddr,
     process::{Child, Command, ExitStatus, Stdio},
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread::JoinHandle,
@@ -33,56 +33,15 @@ use std::{
 };
 
 use check::report;
-
-/// The binary under test.
-const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
+use common::{Server, idmint, poll};
 
 /// How long a server may take to start, or to stop after SIGTERM.
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Variables of the parent's environment that would change how `idmint` runs.
-const CLEARED_ENV: [&str; 22] = [
-    "IDMINT_LISTEN",
-    "IDMINT_GRPC_LISTEN",
-    "IDMINT_DATA_DIR",
-    "IDMINT_CONFIG",
-    "IDMINT_LAYOUT",
-    "IDMINT_GENERATOR_ID",
-    "IDMINT_GENERATOR_POOL",
-    "IDMINT_WAIT_FOR_CLAIM",
-    "IDMINT_CLAIM_RETRY_MS",
-    "IDMINT_TOKEN",
-    "IDMINT_WINDOW_MS",
-    "IDMINT_MAX_BATCH",
-    "IDMINT_MAX_AHEAD_MS",
-    "IDMINT_ALLOW_AHEAD",
-    "IDMINT_LOG",
-    "IDMINT_ETCD",
-    "IDMINT_ETCD_PREFIX",
-    "IDMINT_ETCD_SCHEME",
-    "IDMINT_ETCD_LABLE_PREFIX",
-    "IDMINT_LEASE_TTL",
-    "RUST_LOG",
-    "LD_PRELOAD",
-];
-
-/// `idmint <args>` with a clean environment.
-fn idmint(args: &[String], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(IDMINT);
-    command.args(args).stdin(Stdio::null()).env("NO_COLOR", "1");
-    for name in CLEARED_ENV {
-        command.env_remove(name);
-    }
-    command.envs(env.iter().copied());
-    command
-}
-
 /// `idmint serve --listen 127.0.0.1:0 <args>`, stderr piped.
 fn serve_command(args: &[String], env: &[(&str, &str)]) -> Command {
-    let mut all = strings(&["serve", "--listen", "127.0.0.1:0"]);
-    all.extend_from_slice(args);
-    let mut command = idmint(&all, env);
-    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut command = idmint(["serve", "--listen", "127.0.0.1:0"], env);
+    command.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
     command
 }
 
@@ -90,71 +49,15 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| (*a).to_owned()).collect()
 }
 
-/// Polls `ready` every few milliseconds until it holds or `timeout` passes; whether it held.
-fn poll(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if ready() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// A running `idmint serve` that this test started. Dropping it kills the process (by its
-/// PID, through `Child`) if it still runs, paused or not.
-struct Node {
-    name: String,
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-    reader: Option<JoinHandle<()>>,
-}
+/// A running `idmint serve` that this test started.
+type Node = Server;
 
 impl Node {
     /// Starts `idmint serve <args>` (with `--listen 127.0.0.1:0`) and waits for its "serving"
     /// line, not for readiness (a spare is not ready at first).
     fn spawn(name: &str, args: &[String], env: &[(&str, &str)]) -> Node {
-        Node::adopt(name, serve_command(args, env).spawn().expect("start idmint serve"))
-    }
-
-    /// A node for an `idmint serve` the test spawned (stderr piped): waits for its "serving"
-    /// line.
-    fn adopt(name: &str, mut child: Child) -> Node {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("piped stderr");
-        let reader = std::thread::spawn({
-            let log = Arc::clone(&log);
-            move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    log.lock().expect("log").push(line);
-                }
-            }
-        });
-        let mut node = Node {
-            name: name.to_owned(),
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log,
-            reader: Some(reader),
-        };
-        let mut found = None;
-        let started = poll(PROCESS_TIMEOUT, || {
-            found = node.log_text().lines().find_map(serving_address);
-            found.is_some() || matches!(node.child.try_wait(), Ok(Some(_)))
-        });
-        match found {
-            Some(addr) => node.addr = addr,
-            None => panic!(
-                "{name} did not start (in time: {started}, exit: {:?}):\n{}",
-                node.child.try_wait(),
-                node.full_log()
-            ),
-        }
-        node
+        let child = serve_command(args, env).spawn().expect("start idmint serve");
+        Node::adopt(name, child, PROCESS_TIMEOUT)
     }
 
     /// [`Node::spawn`], then waits until `/readyz` answers 200.
@@ -182,14 +85,6 @@ impl Node {
         http::send(self.addr, "GET", "/readyz", &[], None).ok().map(|r| r.status)
     }
 
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn get(&self, target: &str) -> http::Response {
-        http::get(self.addr, target)
-    }
-
     /// The generator ID the first namespace holds, from `/v1/namespaces` (`None`: none).
     fn generator_id(&self) -> Option<u64> {
         self.get("/v1/namespaces").ok().json()["namespaces"][0]["generator_id"].as_u64()
@@ -200,66 +95,11 @@ impl Node {
         check::metric(&self.get("/metrics").ok().text(), series)
     }
 
-    /// `kill -<signal> <pid>` for this process, without waiting.
-    fn signal(&self, signal: &str) {
-        let pid = self.pid().to_string();
-        // The shell's own `kill`, which needs no procps; the PID is an argument, not code.
-        let sent = Command::new("sh")
-            .args(["-c", "kill \"$0\" \"$1\"", &format!("-{signal}"), &pid])
-            .status()
-            .expect("run sh -c kill");
-        assert!(sent.success(), "kill -{signal} {pid} failed");
-    }
-
-    /// SIGKILL, and reap.
-    fn kill9(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap");
-    }
-
     /// SIGTERM, then the exit status (bounded).
     fn terminate(&mut self) -> ExitStatus {
         self.signal("TERM");
-        let mut status = None;
-        let exited = poll(PROCESS_TIMEOUT, || {
-            status = self.child.try_wait().expect("try_wait");
-            status.is_some()
-        });
-        assert!(exited, "{} did not exit after SIGTERM:\n{}", self.name, self.log_text());
-        status.expect("exit status")
+        self.wait_exit(PROCESS_TIMEOUT)
     }
-
-    fn log_text(&self) -> String {
-        self.log.lock().expect("log").join("\n")
-    }
-
-    /// The whole log, once the process has exited.
-    fn full_log(&mut self) -> String {
-        if matches!(self.child.try_wait(), Ok(Some(_)))
-            && let Some(reader) = self.reader.take()
-        {
-            let _ = reader.join();
-        }
-        self.log_text()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// The address in the log line `idmint is serving http=ADDR ...`.
-fn serving_address(line: &str) -> Option<SocketAddr> {
-    if !line.contains("idmint is serving") {
-        return None;
-    }
-    let rest = &line[line.find("http=")? + "http=".len()..];
-    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// What a load thread saw.
@@ -464,16 +304,14 @@ fn without_the_etcd_feature_etcd_is_refused_clearly() {
 
 #[cfg(feature = "etcd")]
 mod on_etcd {
-    use std::{
-        path::PathBuf,
-        sync::{Mutex, MutexGuard},
-    };
+    use std::sync::{Mutex, MutexGuard};
 
     use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp};
     use idmint_coord::testing::{self, EtcdCluster};
     use idmint_core::{AnyId, FieldValue, Layout};
 
     use super::*;
+    use crate::common::libfaketime;
 
     /// One etcd test at a time (except the long, mostly idle restart test).
     static SERIAL: Mutex<()> = Mutex::new(());
@@ -570,6 +408,18 @@ mod on_etcd {
         args
     }
 
+    /// Two servers on `args`, each under load by a [`Loader`] that has had 10 answers.
+    fn two_loaded_servers(args: &[String]) -> (Vec<Node>, Vec<Loader>) {
+        let nodes: Vec<Node> =
+            (0..2).map(|i| Node::start(&format!("server {i}"), args, &[])).collect();
+        let loaders: Vec<Loader> =
+            nodes.iter().map(|n| Loader::start(n.addr, "/v1/batch?count=500")).collect();
+        for loader in &loaders {
+            assert!(loader.wait_for(10, Duration::from_secs(10)));
+        }
+        (nodes, loaders)
+    }
+
     /// `lease list` flags for this etcd.
     fn list_args(etcd: &Etcd) -> Vec<String> {
         strings(&["--etcd", &etcd.endpoints(), "--etcd-prefix", PREFIX])
@@ -644,7 +494,7 @@ mod on_etcd {
         let nodes: Vec<Node> = children
             .into_iter()
             .enumerate()
-            .map(|(i, child)| Node::adopt(&format!("server {i}"), child))
+            .map(|(i, child)| Node::adopt(&format!("server {i}"), child, PROCESS_TIMEOUT))
             .collect();
         for node in &nodes {
             node.wait_ready(PROCESS_TIMEOUT);
@@ -848,16 +698,6 @@ mod on_etcd {
         }
     }
 
-    /// libfaketime's preload library, where Debian's `faketime` package puts it.
-    fn libfaketime() -> Option<PathBuf> {
-        let mut dirs =
-            vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
-        if let Ok(entries) = std::fs::read_dir("/usr/lib") {
-            dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
-        }
-        dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
-    }
-
     /// T3 on etcd: a server on the true clock, SIGTERM, then its successor under libfaketime
     /// 60 s in the past takes the generator ID over: it starts above the mark (about a minute
     /// ahead of its clock) and issues only IDs above the first server's.
@@ -907,13 +747,7 @@ mod on_etcd {
         let _serial = serial();
         let Some(mut etcd) = Etcd::start(1) else { return };
         let args = fleet_args(&etcd, 3, &[]);
-        let nodes: Vec<Node> =
-            (0..2).map(|i| Node::start(&format!("server {i}"), &args, &[])).collect();
-        let loaders: Vec<Loader> =
-            nodes.iter().map(|n| Loader::start(n.addr, "/v1/batch?count=500")).collect();
-        for loader in &loaders {
-            assert!(loader.wait_for(10, Duration::from_secs(10)));
-        }
+        let (nodes, loaders) = two_loaded_servers(&args);
         let killed = Instant::now();
         let killed_ms = wall_ms();
         etcd.cluster.kill(0).expect("kill etcd");
@@ -973,13 +807,7 @@ mod on_etcd {
         let _serial = serial();
         let Some(mut etcd) = Etcd::start(3) else { return };
         let args = fleet_args_window(&etcd, 5, 3_000, &[]);
-        let nodes: Vec<Node> =
-            (0..2).map(|i| Node::start(&format!("server {i}"), &args, &[])).collect();
-        let loaders: Vec<Loader> =
-            nodes.iter().map(|n| Loader::start(n.addr, "/v1/batch?count=500")).collect();
-        for loader in &loaders {
-            assert!(loader.wait_for(10, Duration::from_secs(10)));
-        }
+        let (nodes, loaders) = two_loaded_servers(&args);
         for kill in 0..2 {
             let leader = etcd.runtime.block_on(etcd.cluster.leader()).expect("a leader");
             etcd.cluster.kill(leader).expect("kill the leader");

@@ -7,16 +7,17 @@
 
 #[path = "../../idmint-server/tests/common/check.rs"]
 mod check;
+mod common;
 #[path = "../../idmint-server/tests/common/http.rs"]
 mod http;
 
 use std::{
-    io::{BufRead, BufReader, Read},
-    net::{SocketAddr, TcpListener},
-    path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Stdio},
+    io::Read,
+    net::TcpListener,
+    path::Path,
+    process::{Command, ExitStatus, Stdio},
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread::JoinHandle,
@@ -27,57 +28,20 @@ use check::{
     assert_all_above, assert_increasing, assert_unique, metric, report, snowflake, stored_mark,
     time_ms, wait_until,
 };
-
-/// The binary under test.
-const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
+use common::{Server, idmint, libfaketime, strip_ansi};
 
 /// How long a server may take to start, or to stop after SIGTERM.
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Variables of the parent's environment that would change how `idmint serve` runs.
-const CLEARED_ENV: [&str; 12] = [
-    "IDMINT_LISTEN",
-    "IDMINT_DATA_DIR",
-    "IDMINT_CONFIG",
-    "IDMINT_LAYOUT",
-    "IDMINT_GENERATOR_ID",
-    "IDMINT_TOKEN",
-    "IDMINT_WINDOW_MS",
-    "IDMINT_MAX_BATCH",
-    "IDMINT_MAX_AHEAD_MS",
-    "IDMINT_ALLOW_AHEAD",
-    "IDMINT_LOG",
-    "RUST_LOG",
-];
-
 /// `idmint serve ...` with a clean environment, stderr piped and stdout discarded.
 fn serve_command(listen: &str, data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(IDMINT);
-    command
-        .arg("serve")
-        .args(["--listen", listen])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env("NO_COLOR", "1");
-    for name in CLEARED_ENV {
-        command.env_remove(name);
-    }
-    command.envs(env.iter().copied());
+    let mut command = idmint(["serve", "--listen", listen, "--data-dir"], env);
+    command.arg(data_dir).args(args).stdout(Stdio::null()).stderr(Stdio::piped());
     command
 }
 
-/// A running `idmint serve` that this test started. Dropping it kills the process (by its
-/// PID, through `Child`) if it still runs.
-struct Serve {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-    reader: Option<JoinHandle<()>>,
-}
+/// A running `idmint serve` that this test started.
+type Serve = Server;
 
 impl Serve {
     /// Starts on a port the server picks, waits for its "serving" line and for `/readyz`.
@@ -86,44 +50,13 @@ impl Serve {
     }
 
     fn start_on(listen: &str, data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Serve {
-        let mut child =
-            serve_command(listen, data_dir, args, env).spawn().expect("start idmint serve");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("piped stderr");
-        let reader = std::thread::spawn({
-            let log = Arc::clone(&log);
-            move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    log.lock().expect("log").push(strip_ansi(&line));
-                }
-            }
-        });
-        let mut serve =
-            Serve { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log, reader: Some(reader) };
-        let deadline = Instant::now() + PROCESS_TIMEOUT;
-        let addr = loop {
-            if let Some(addr) = serve.log_text().lines().find_map(serving_address) {
-                break addr;
-            }
-            if let Ok(Some(status)) = serve.child.try_wait() {
-                panic!("idmint serve exited with {status} before serving:\n{}", serve.full_log());
-            }
-            assert!(Instant::now() < deadline, "idmint serve did not start:\n{}", serve.log_text());
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        serve.addr = addr;
+        let child = serve_command(listen, data_dir, args, env).spawn().expect("start idmint serve");
+        let serve = Serve::adopt("idmint serve", child, PROCESS_TIMEOUT);
+        let addr = serve.addr;
         wait_until("/readyz to answer 200", PROCESS_TIMEOUT, || {
             http::send(addr, "GET", "/readyz", &[], None).is_ok_and(|r| r.status == 200)
         });
         serve
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn get(&self, target: &str) -> http::Response {
-        http::get(self.addr, target)
     }
 
     /// The generator ID the default namespace holds, from `/v1/namespaces`.
@@ -134,95 +67,17 @@ impl Serve {
             .unwrap_or_else(|| panic!("no generator id: {json}"))
     }
 
-    /// The log lines read so far.
-    fn log_text(&self) -> String {
-        self.log.lock().expect("log").join("\n")
-    }
-
-    /// The whole log, once the process has exited.
-    fn full_log(&mut self) -> String {
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        self.log_text()
-    }
-
-    /// Waits (bounded) for the process to exit.
-    fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + PROCESS_TIMEOUT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "pid {} did not exit:\n{}",
-                self.pid(),
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
     /// SIGTERM to this process, then its exit status.
     fn terminate(&mut self) -> ExitStatus {
-        self.signal("-TERM")
+        self.signal_and_wait("TERM")
     }
 
-    /// `kill <signal> <pid>` for this process, then its exit status.
-    fn signal(&mut self, signal: &str) -> ExitStatus {
+    /// `kill -<signal> <pid>` for this process, then its exit status.
+    fn signal_and_wait(&mut self, signal: &str) -> ExitStatus {
         assert!(self.child.try_wait().expect("try_wait").is_none(), "already exited");
-        let pid = self.pid().to_string();
-        // The shell's own `kill`, which needs no procps; the PID is an argument, not code.
-        let sent = Command::new("sh")
-            .args(["-c", "kill \"$0\" \"$1\"", signal, &pid])
-            .status()
-            .expect("run sh -c kill");
-        assert!(sent.success(), "kill {signal} {pid} failed");
-        self.wait_exit()
+        self.signal(signal);
+        self.wait_exit(PROCESS_TIMEOUT)
     }
-
-    /// SIGKILL to this process, and reaps it.
-    fn kill9(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap");
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Removes terminal colour sequences (`ESC [ ... letter`).
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The address in the log line `idmint is serving http=ADDR ...`.
-fn serving_address(line: &str) -> Option<SocketAddr> {
-    if !line.contains("idmint is serving") {
-        return None;
-    }
-    let rest = &line[line.find("http=")? + "http=".len()..];
-    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// The number after `key=` in a log line.
@@ -240,16 +95,6 @@ fn fetch(serve: &Serve, batches: usize) -> Vec<u64> {
         ids.push(serve.get("/v1/next").id());
     }
     ids
-}
-
-/// libfaketime's preload library, where Debian's `faketime` package puts it.
-fn libfaketime() -> Option<PathBuf> {
-    let mut dirs =
-        vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
-    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
-        dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
-    }
-    dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
 }
 
 /// Under `CI=true` a missing tool fails the test; elsewhere the test is skipped, saying why.
@@ -472,7 +317,7 @@ fn the_readme_command_serves_1000_ids() {
     assert_eq!(next["namespace"], "default");
     ids.push(http::decimal(&next["id"]));
     assert_increasing(&ids);
-    let status = serve.signal("-INT");
+    let status = serve.signal_and_wait("INT");
     assert_eq!(status.code(), Some(0), "exit status after SIGINT:\n{}", serve.full_log());
     assert!(stored_mark(&data_dir, "default", 0) > 0);
     report("the_readme_command", assert_unique(&ids));

@@ -1,0 +1,224 @@
+//! What the black-box tests of `idmint serve` (`serve.rs`, `fleet.rs`) share: the binary with a
+//! clean environment, a running server process with its log, polling, and libfaketime.
+//!
+//! Every process is started by a test and stopped by its PID only: dropping a [`Server`]
+//! kills it if it still runs.
+
+#![allow(dead_code, reason = "each test file uses its own part")]
+
+use std::{
+    ffi::OsStr,
+    io::{BufRead, BufReader},
+    net::SocketAddr,
+    path::PathBuf,
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use crate::http;
+
+/// The binary under test.
+pub(crate) const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
+
+/// Variables of the parent's environment that would change how `idmint` runs.
+pub(crate) const CLEARED_ENV: [&str; 22] = [
+    "IDMINT_LISTEN",
+    "IDMINT_GRPC_LISTEN",
+    "IDMINT_DATA_DIR",
+    "IDMINT_CONFIG",
+    "IDMINT_LAYOUT",
+    "IDMINT_GENERATOR_ID",
+    "IDMINT_GENERATOR_POOL",
+    "IDMINT_WAIT_FOR_CLAIM",
+    "IDMINT_CLAIM_RETRY_MS",
+    "IDMINT_TOKEN",
+    "IDMINT_WINDOW_MS",
+    "IDMINT_MAX_BATCH",
+    "IDMINT_MAX_AHEAD_MS",
+    "IDMINT_ALLOW_AHEAD",
+    "IDMINT_LOG",
+    "IDMINT_ETCD",
+    "IDMINT_ETCD_PREFIX",
+    "IDMINT_ETCD_SCHEME",
+    "IDMINT_ETCD_LABLE_PREFIX",
+    "IDMINT_LEASE_TTL",
+    "RUST_LOG",
+    "LD_PRELOAD",
+];
+
+/// `idmint <args>` with a clean environment (then `env`), no stdin and no colours.
+pub(crate) fn idmint<A: AsRef<OsStr>>(
+    args: impl IntoIterator<Item = A>,
+    env: &[(&str, &str)],
+) -> Command {
+    let mut command = Command::new(IDMINT);
+    command.args(args).stdin(Stdio::null()).env("NO_COLOR", "1");
+    for name in CLEARED_ENV {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command
+}
+
+/// Polls `ready` every few milliseconds until it holds or `timeout` passes; whether it held.
+pub(crate) fn poll(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A running `idmint serve` that the test started, with its stderr read into a log. Dropping
+/// it kills the process (by its PID, through `Child`) if it still runs, paused or not.
+pub(crate) struct Server {
+    /// What the test calls it, in its failure messages.
+    pub(crate) name: String,
+    pub(crate) child: Child,
+    /// Its HTTP address, from its "serving" line.
+    pub(crate) addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// A server for an `idmint serve` the test spawned (stderr piped): waits up to `timeout`
+    /// for its "serving" line, not for readiness.
+    pub(crate) fn adopt(name: &str, mut child: Child, timeout: Duration) -> Server {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let reader = std::thread::spawn({
+            let log = Arc::clone(&log);
+            move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    log.lock().expect("log").push(strip_ansi(&line));
+                }
+            }
+        });
+        let mut server = Server {
+            name: name.to_owned(),
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            log,
+            reader: Some(reader),
+        };
+        let mut found = None;
+        let started = poll(timeout, || {
+            found = server.log_text().lines().find_map(serving_address);
+            found.is_some() || matches!(server.child.try_wait(), Ok(Some(_)))
+        });
+        match found {
+            Some(addr) => server.addr = addr,
+            None => panic!(
+                "{name} did not start (in time: {started}, exit: {:?}):\n{}",
+                server.child.try_wait(),
+                server.full_log()
+            ),
+        }
+        server
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn get(&self, target: &str) -> http::Response {
+        http::get(self.addr, target)
+    }
+
+    /// The log lines read so far.
+    pub(crate) fn log_text(&self) -> String {
+        self.log.lock().expect("log").join("\n")
+    }
+
+    /// The whole log, once the process has exited (so far, while it runs).
+    pub(crate) fn full_log(&mut self) -> String {
+        if matches!(self.child.try_wait(), Ok(Some(_)))
+            && let Some(reader) = self.reader.take()
+        {
+            let _ = reader.join();
+        }
+        self.log_text()
+    }
+
+    /// `kill -<signal> <pid>` for this process, without waiting.
+    pub(crate) fn signal(&self, signal: &str) {
+        let pid = self.pid().to_string();
+        // The shell's own `kill`, which needs no procps; the PID is an argument, not code.
+        let sent = Command::new("sh")
+            .args(["-c", "kill \"$0\" \"$1\"", &format!("-{signal}"), &pid])
+            .status()
+            .expect("run sh -c kill");
+        assert!(sent.success(), "kill -{signal} {pid} failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit, and its exit status.
+    pub(crate) fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let mut status = None;
+        let exited = poll(timeout, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        assert!(exited, "{} (pid {}) did not exit:\n{}", self.name, self.pid(), self.log_text());
+        status.expect("exit status")
+    }
+
+    /// SIGKILL, and reap.
+    pub(crate) fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// libfaketime's preload library, where Debian's `faketime` package puts it.
+pub(crate) fn libfaketime() -> Option<PathBuf> {
+    let mut dirs =
+        vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
+    }
+    dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
+}
+
+/// Removes terminal colour sequences (`ESC [ ... letter`).
+pub(crate) fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The address in the log line `idmint is serving http=ADDR ...`.
+pub(crate) fn serving_address(line: &str) -> Option<SocketAddr> {
+    if !line.contains("idmint is serving") {
+        return None;
+    }
+    let rest = &line[line.find("http=")? + "http=".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
