@@ -106,6 +106,11 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     }
     writeln!(out)?;
     write_capacity(&capacity, now_ms, out)?;
+    if !layout.has_generator() {
+        writeln!(out)?;
+        writeln!(out, "ids of this layout come from a segment store (Postgres or a local file),")?;
+        writeln!(out, "not from a generator: serve them with `idmint serve --layout sequence`")?;
+    }
     if !warnings.is_empty() {
         writeln!(out)?;
         for warning in &warnings {

@@ -9,6 +9,7 @@ mod decode;
 mod encode;
 mod explain;
 mod generate;
+mod icicle;
 mod layout_arg;
 mod layouts;
 mod lease;
@@ -35,7 +36,8 @@ use clap::{
   idmint decode --layout flake --json 5828128208445124609
   idmint explain snowflake
   idmint layouts
-  idmint serve"
+  idmint serve
+  idmint serve --layout sequence"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -55,8 +57,10 @@ enum Command {
     Explain(explain::Args),
     /// List the built-in layouts.
     Layouts(layouts::Args),
-    /// Serve IDs over HTTP, durably, on the embedded store.
-    Serve(serve::Args),
+    /// Serve IDs over HTTP and gRPC, durably, on the embedded store, etcd, Postgres or Redis.
+    Serve(Box<serve::Args>),
+    /// Set up Redis nodes for icicle IDs (`idmint serve --source redis`).
+    Icicle(icicle::Args),
     /// Show generator-ID claims and high-water marks (etcd or the embedded store).
     Lease(lease::Args),
     /// Load a running server and report rates and latencies (for benchmarks).
@@ -89,6 +93,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Explain(args) => explain::run(&args, &mut out)?,
         Command::Layouts(args) => layouts::run(&args, &mut out)?,
         Command::Serve(args) => serve::run(&args)?,
+        Command::Icicle(args) => icicle::run(&args, &mut out)?,
         Command::Lease(args) => lease::run(&args, &mut out)?,
         Command::Bench(args) => bench::run(&args, &mut out)?,
     }

@@ -1,14 +1,20 @@
 //! `idmint serve`: runs the ID service on the embedded file store, or (feature `etcd`) as one
 //! server of a fleet sharing an etcd cluster, configured by flags, `IDMINT_*` environment
-//! variables and an optional TOML file (in that order of precedence).
+//! variables and an optional TOML file (in that order of precedence). Namespaces of the other
+//! sources take their IDs from segments and counters (the file store in the data directory, or
+//! Postgres with feature `postgres`) and from Redis nodes (feature `redis`).
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    collections::HashSet,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anyhow::Context;
 use clap::Parser;
-use idmint_coord::{Coordinator, FileCoordinator};
+use idmint_coord::{Coordinator, CounterStore, FileCoordinator, FileStore, SegmentStore};
 use idmint_core::SystemClock;
-use idmint_server::{NamespaceConfig, Server, ServerConfig};
+use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig, Source};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
@@ -17,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Parser)]
 #[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
 `log`, the etcd settings (`etcd = [\"http://...\"]`, `etcd_prefix`, `lease_ttl`, `etcd_scheme`,
-`etcd_lable_prefix`), and a [server] table with the server's limits and its
-[[server.namespaces]]; see the README. Once it runs,
+`etcd_lable_prefix`), the stores of the other sources (`postgres = \"postgresql://...\"`,
+`redis = [\"redis://...\"]`, `counters`), and a [server] table with the server's limits and
+its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
 `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs. With --grpc-listen,
 the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a second port; the
 .proto file is crates/idmint-proto/proto/idmint/v1/idmint.proto.
@@ -30,12 +37,28 @@ seconds, and another takes the ID over strictly above its stored mark. Shutdown 
 leases and keeps the marks. With --wait-for-claim a server that finds no generator ID free
 starts not ready and waits for one (a spare).
 
+Sources: where a namespace's IDs come from (--source, or `source` in the file). `generator`
+(the default) claims a generator ID as above. `segment` (the default of --layout sequence)
+hands out plain increasing integers from ranges of a segment store: Postgres with
+--postgres (any number of servers share a namespace), else the file store in
+<data-dir>/store.d (servers of one machine). `counters` (the default of --layout
+decimal-id) takes a new DecimalId launch ID and generator ID at every start from persistent
+counters (--counters). `redis` serves icicle IDs made by the Redis nodes of --redis, each
+with a logical shard ID set by `idmint icicle set-shard`; it is best-effort (a Redis
+failover can repeat IDs). --source alone also picks its layout (sequence, decimal-id,
+icicle). --postgres refuses a database with fsync or synchronous_commit off.
+
 Examples:
   idmint serve
   idmint serve --listen 0.0.0.0:8080 --data-dir /var/lib/idmint
   idmint serve --grpc-listen 127.0.0.1:50051
   idmint serve --layout js53 --generator-id 3 --token \"$SECRET\"
   idmint serve --config idmint.toml
+  idmint serve --layout sequence
+  idmint serve --layout sequence --postgres postgresql://idmint@db/idmint
+  idmint serve --layout decimal-id --counters file
+  idmint serve --source redis \\
+      --redis redis://10.0.0.1:6379,redis://10.0.0.2:6379
   idmint serve --etcd http://10.0.0.1:2379,http://10.0.0.2:2379 --lease-ttl 10
   idmint serve --etcd http://127.0.0.1:2379 --generator-pool 4 --wait-for-claim
   idmint serve --etcd http://127.0.0.1:2379 --layout lable \\
@@ -47,8 +70,9 @@ pub(crate) struct Args {
     /// Address for the gRPC API, e.g. 127.0.0.1:50051 [default: none, no gRPC].
     #[arg(long, env = "IDMINT_GRPC_LISTEN", value_name = "ADDR")]
     grpc_listen: Option<String>,
-    /// Directory of the embedded store: generator-ID claims and high-water marks
-    /// [default: ./idmint-data]. Not used with --etcd.
+    /// Directory of the embedded store: generator-ID claims and high-water marks (not used
+    /// for them with --etcd), and in its `store.d` folder the file store of segments and
+    /// counters [default: ./idmint-data].
     #[arg(long, env = "IDMINT_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// A TOML configuration file [default: none].
@@ -57,6 +81,32 @@ pub(crate) struct Args {
     /// Layout of the default namespace, when the file configures none [default: snowflake].
     #[arg(long, env = "IDMINT_LAYOUT", value_name = "NAME")]
     layout: Option<String>,
+    /// Where the default namespace's IDs come from: generator, segment, counters or redis
+    /// [default: from the layout: segment for sequence, counters for decimal-id, else
+    /// generator]. Without --layout (and a file without namespaces) it also picks the layout:
+    /// sequence, decimal-id or icicle.
+    #[arg(long, env = "IDMINT_SOURCE", value_name = "SOURCE")]
+    source: Option<Source>,
+    /// Postgres connection string (postgresql://user@host/db) for segments and DecimalId
+    /// counters [default: none, the file store in --data-dir]. Refused when the database has
+    /// fsync or synchronous_commit off. Needs a build with the `postgres` feature (default).
+    #[arg(long, env = "IDMINT_POSTGRES", value_name = "URL", hide_env_values = true)]
+    postgres: Option<String>,
+    /// Redis nodes for namespaces of source redis, comma-separated (redis://host:port), each
+    /// with its logical shard ID set [default: none]. Needs a build with the `redis` feature
+    /// (default).
+    #[arg(
+        long,
+        env = "IDMINT_REDIS",
+        value_name = "URLS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    redis: Vec<String>,
+    /// Where DecimalId counters live: file (in --data-dir), postgres or etcd [default:
+    /// postgres with --postgres, else etcd with --etcd, else file].
+    #[arg(long, env = "IDMINT_COUNTERS", value_name = "STORE")]
+    counters: Option<CountersArg>,
     /// Fixed generator ID of the default namespace [default: the lowest free one].
     #[arg(long, env = "IDMINT_GENERATOR_ID", value_name = "N")]
     generator_id: Option<u64>,
@@ -139,6 +189,18 @@ pub(crate) enum SchemeArg {
     LableOrg,
 }
 
+/// `--counters`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum CountersArg {
+    /// The file store in --data-dir.
+    File,
+    /// Postgres (--postgres).
+    Postgres,
+    /// etcd (--etcd).
+    Etcd,
+}
+
 /// The configuration file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -147,6 +209,12 @@ pub(crate) struct FileConfig {
     grpc_listen: Option<String>,
     pub(crate) data_dir: Option<PathBuf>,
     log: Option<String>,
+    /// Postgres connection string (segments and counters).
+    postgres: Option<String>,
+    /// Redis nodes (source `redis`).
+    redis: Option<Vec<String>>,
+    /// Where DecimalId counters live.
+    counters: Option<CountersArg>,
     /// etcd endpoints (fleet mode).
     pub(crate) etcd: Option<Vec<String>>,
     pub(crate) etcd_prefix: Option<String>,
@@ -259,6 +327,50 @@ enum Store {
     Etcd(EtcdSettings),
 }
 
+/// The folder of the file store (segments and counters) inside the data directory. Namespace
+/// folders of the file coordinator never contain a `.`, so the two never meet.
+const FILE_STORE_DIR: &str = "store.d";
+
+/// The stores of the other sources, after flags, environment and file are merged.
+#[derive(Debug)]
+struct StoreSettings {
+    /// The data directory (the file store lives in its `store.d`).
+    data_dir: PathBuf,
+    postgres: Option<String>,
+    redis: Vec<String>,
+    counters: CountersArg,
+}
+
+impl StoreSettings {
+    fn resolve(
+        args: &Args,
+        file: &FileConfig,
+        data_dir: PathBuf,
+        etcd: bool,
+    ) -> anyhow::Result<StoreSettings> {
+        let postgres = args.postgres.clone().or(file.postgres.clone()).filter(|p| !p.is_empty());
+        let redis: Vec<String> = if args.redis.is_empty() {
+            file.redis.clone().unwrap_or_default()
+        } else {
+            args.redis.clone()
+        };
+        let redis: Vec<String> =
+            redis.iter().map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()).collect();
+        let counters = match args.counters.or(file.counters) {
+            Some(counters) => counters,
+            None if postgres.is_some() => CountersArg::Postgres,
+            None if etcd => CountersArg::Etcd,
+            None => CountersArg::File,
+        };
+        anyhow::ensure!(
+            counters != CountersArg::Postgres || postgres.is_some(),
+            "--counters postgres needs --postgres"
+        );
+        anyhow::ensure!(counters != CountersArg::Etcd || etcd, "--counters etcd needs --etcd");
+        Ok(StoreSettings { data_dir, postgres, redis, counters })
+    }
+}
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let file = FileConfig::load(args.config.as_ref())?;
     let filter = args.log.clone().or(file.log.clone()).unwrap_or_else(|| "info".to_owned());
@@ -268,15 +380,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let data_dir: PathBuf =
+        args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| DEFAULT_DATA_DIR.into());
     let store = match EtcdSettings::resolve(&args.etcd, args.lease_ttl, &file)? {
         Some(etcd) => Store::Etcd(etcd),
-        None => Store::File(
-            args.data_dir
-                .clone()
-                .or(file.data_dir.clone())
-                .unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
-        ),
+        None => Store::File(data_dir.clone()),
     };
+    let stores = StoreSettings::resolve(args, &file, data_dir, matches!(store, Store::Etcd(_)))?;
+    let file_namespaces = file.server.as_ref().is_some_and(|s| !s.namespaces.is_empty());
     let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
     let grpc_listen = args.grpc_listen.clone().or(file.grpc_listen);
     let mut config = file.server.unwrap_or_default();
@@ -302,6 +413,19 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         default.layout.clone_from(layout);
         default.custom_layout = None;
     }
+    if let Some(source) = args.source {
+        default.source = Some(source);
+        // `--source redis` alone means icicle IDs: the layout each store source issues.
+        let implied = match source {
+            Source::Generator => None,
+            Source::Segment => Some("sequence"),
+            Source::Counters => Some("decimal-id"),
+            Source::Redis => Some("icicle"),
+        };
+        if let Some(layout) = implied.filter(|_| args.layout.is_none() && !file_namespaces) {
+            default.layout = layout.to_owned();
+        }
+    }
     // A flag picks how the generator ID is chosen, over whatever the file says.
     if args.generator_id.is_some() {
         default.generator_id = args.generator_id;
@@ -320,7 +444,118 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let unfenced = false;
     anyhow::ensure!(!unfenced || matches!(store, Store::Etcd(_)), "--unsafe-no-fence needs --etcd");
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, listen, grpc_listen, store, unfenced))
+    runtime.block_on(serve(config, listen, grpc_listen, store, stores, unfenced))
+}
+
+/// The stores the configured namespaces need, opened (or connected) beside the coordinator.
+/// Postgres, when given, is connected (and its durability checked) whether or not a
+/// namespace uses it, so that a database that could lose IDs is refused at start.
+async fn backends(
+    coordinator: Arc<dyn Coordinator>,
+    config: &ServerConfig,
+    stores: &StoreSettings,
+    store: &Store,
+) -> anyhow::Result<Backends> {
+    // Sources of namespaces whose configuration is invalid are left to the server to report.
+    let sources: HashSet<Source> =
+        config.namespaces.iter().filter_map(|ns| ns.source().ok()).collect();
+    let postgres = match &stores.postgres {
+        Some(url) => Some(postgres_store(url).await?),
+        None => None,
+    };
+    let file_store = || file_store(&stores.data_dir);
+    let mut backends = Backends::new(coordinator);
+    if sources.contains(&Source::Segment) {
+        backends.segments = Some(match &postgres {
+            Some(pg) => pg.segments.clone(),
+            None => file_store()? as Arc<dyn SegmentStore>,
+        });
+    }
+    if sources.contains(&Source::Counters) {
+        backends.counters = Some(match stores.counters {
+            CountersArg::File => file_store()? as Arc<dyn CounterStore>,
+            CountersArg::Postgres => match &postgres {
+                Some(pg) => pg.counters.clone(),
+                None => anyhow::bail!("--counters postgres needs --postgres"),
+            },
+            CountersArg::Etcd => match store {
+                Store::Etcd(settings) => etcd_counters(settings).await?,
+                Store::File(_) => anyhow::bail!("--counters etcd needs --etcd"),
+            },
+        });
+    }
+    if sources.contains(&Source::Redis) {
+        anyhow::ensure!(
+            !stores.redis.is_empty(),
+            "a namespace has source `redis`: give its Redis nodes with --redis URL,URL"
+        );
+        set_redis(&mut backends, &stores.redis)?;
+    }
+    Ok(backends)
+}
+
+/// The file store in `<data_dir>/store.d`, its folder created durably.
+fn file_store(data_dir: &Path) -> anyhow::Result<Arc<FileStore>> {
+    let dir = data_dir.join(FILE_STORE_DIR);
+    if !dir.is_dir() {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        // The new folder's entry must survive a crash once IDs were handed out from it.
+        std::fs::File::open(data_dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("cannot sync {}", data_dir.display()))?;
+    }
+    Ok(Arc::new(FileStore::open(&dir)?))
+}
+
+/// One Postgres store, as both of its faces.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+struct Postgres {
+    segments: Arc<dyn SegmentStore>,
+    counters: Arc<dyn CounterStore>,
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres_store(url: &str) -> anyhow::Result<Postgres> {
+    use idmint_coord::{PostgresOptions, PostgresStore};
+
+    let store = Arc::new(PostgresStore::connect(url, PostgresOptions::default()).await?);
+    Ok(Postgres { segments: store.clone(), counters: store })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_store(_url: &str) -> anyhow::Result<Postgres> {
+    anyhow::bail!(
+        "this idmint was built without postgres support; rebuild it with `--features postgres` \
+         to use --postgres"
+    )
+}
+
+#[cfg(feature = "redis")]
+fn set_redis(backends: &mut Backends, nodes: &[String]) -> anyhow::Result<()> {
+    use idmint_coord::{IcicleClient, IcicleOptions};
+
+    backends.redis = Some(IcicleClient::new(nodes, IcicleOptions::default())?);
+    Ok(())
+}
+
+#[cfg(not(feature = "redis"))]
+fn set_redis(_backends: &mut Backends, _nodes: &[String]) -> anyhow::Result<()> {
+    Err(crate::icicle::no_redis_feature())
+}
+
+#[cfg(feature = "etcd")]
+async fn etcd_counters(settings: &EtcdSettings) -> anyhow::Result<Arc<dyn CounterStore>> {
+    use idmint_coord::{EtcdCounterOptions, EtcdCounters};
+
+    let options =
+        EtcdCounterOptions { prefix: settings.prefix.clone(), ..EtcdCounterOptions::default() };
+    Ok(Arc::new(EtcdCounters::connect(&settings.endpoints, options).await?))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd_counters(_settings: &EtcdSettings) -> anyhow::Result<Arc<dyn CounterStore>> {
+    Err(no_etcd_feature())
 }
 
 /// Opens the store: the data directory, or a connection to etcd.
@@ -406,10 +641,12 @@ async fn serve(
     listen: String,
     grpc_listen: Option<String>,
     store: Store,
+    stores: StoreSettings,
     unfenced: bool,
 ) -> anyhow::Result<()> {
     let coordinator = coordinator(&store, unfenced).await?;
-    let server = Server::start(config, coordinator, Arc::new(SystemClock)).await?;
+    let backends = backends(coordinator, &config, &stores, &store).await?;
+    let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;
     let local = listener.local_addr().context("cannot read the listening address")?;
     let grpc = match &grpc_listen {
@@ -464,6 +701,39 @@ mod tests {
             etcd_scheme: None,
             etcd_lable_prefix: None,
         }
+    }
+
+    #[test]
+    fn counters_live_in_postgres_then_etcd_then_the_file_store() {
+        let resolve = |flags: &[&str], etcd: bool| {
+            let args = Args::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+                .expect("flags parse");
+            StoreSettings::resolve(&args, &FileConfig::default(), "d".into(), etcd)
+                .map(|s| s.counters)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(resolve(&[], false), Ok(CountersArg::File));
+        assert_eq!(resolve(&[], true), Ok(CountersArg::Etcd));
+        assert_eq!(resolve(&["--postgres", "postgresql://x/y"], true), Ok(CountersArg::Postgres));
+        assert_eq!(
+            resolve(&["--counters", "file", "--postgres", "p"], false),
+            Ok(CountersArg::File)
+        );
+        assert_eq!(
+            resolve(&["--counters", "postgres"], false),
+            Err("--counters postgres needs --postgres".into())
+        );
+        assert_eq!(
+            resolve(&["--counters", "etcd"], false),
+            Err("--counters etcd needs --etcd".into())
+        );
+        let file: FileConfig =
+            toml::from_str("postgres = \"postgresql://f/g\"\nredis = [\" redis://a \", \"\"]")
+                .unwrap();
+        let args = Args::try_parse_from(["serve"]).expect("no flags");
+        let settings = StoreSettings::resolve(&args, &file, "d".into(), false).unwrap();
+        assert_eq!(settings.counters, CountersArg::Postgres);
+        assert_eq!(settings.redis, ["redis://a"]);
     }
 
     #[test]

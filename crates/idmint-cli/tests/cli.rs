@@ -174,6 +174,18 @@ fn decode_json_keeps_the_layout_order() {
 }
 
 #[test]
+fn sequence_ids_encode_and_decode() {
+    check(&["encode", "--layout", "sequence", "value=42"], Expect::Prints("42\n"));
+    let decoded = decode_json("sequence", &[], "9223372036854775807");
+    assert_eq!(decoded["fields"]["value"], 9_223_372_036_854_775_807u64);
+    assert_eq!(decoded["time"], Value::Null);
+    check(
+        &["decode", "--layout", "sequence", "--format", "hex", "000000000000002a"],
+        Expect::Contains(&["42"]),
+    );
+}
+
+#[test]
 fn decode_table() {
     check(
         &["decode", "--layout", "flake", "5828128208445124609"],
@@ -217,7 +229,17 @@ fn gen_every_layout_with_node_fields() {
         ("hot-guid", &["process=1e98e91234", "shard_key=208"]),
         ("js53", &["node=42"]),
     ];
-    assert_eq!(cases.len(), idmint_core::Layout::builtins().len());
+    // Every layout with a generator; `sequence` has none (its IDs come from a segment store)
+    // and says so in one line.
+    assert_eq!(cases.len() + 1, idmint_core::Layout::builtins().len());
+    let refused = std::process::Command::new(IDMINT)
+        .args(["gen", "--layout", "sequence"])
+        .output()
+        .expect("run idmint");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.lines().count() == 1, "{stderr}");
+    assert!(stderr.contains("segment store"), "{stderr}");
+    check(&["gen", "--layout", "sequence"], Expect::Fails);
     for (layout, node) in cases {
         let mut args = vec!["gen", "--layout", layout, "-n", "1000"];
         args.extend_from_slice(node);
@@ -303,6 +325,7 @@ fn explain_layouts() {
     check(&["explain", "trace-id"], Expect::Contains(&["2^25 s (about 388 days)"]));
     check(&["explain", "hot-guid"], Expect::Contains(&["2^32 s", "127"]));
     check(&["explain", "decimal-id"], Expect::Contains(&["10^18", "counter"]));
+    check(&["explain", "sequence"], Expect::Contains(&["value (63)", "no clock", "segment store"]));
     for (name, _) in idmint_core::Layout::builtins() {
         let stdout = check(&["explain", name], Expect::Succeeds);
         assert!(stdout.lines().all(|l| l.len() <= 79), "{name}:\n{stdout}");
@@ -394,7 +417,7 @@ fn invalid_layout_files_give_one_error_line() {
 #[test]
 fn layouts_lists_every_builtin() {
     let stdout = check(&["layouts"], Expect::Succeeds);
-    assert_eq!(stdout.lines().count(), 9);
+    assert_eq!(stdout.lines().count(), 10);
     for (line, (name, description)) in stdout.lines().zip(idmint_core::Layout::builtins()) {
         assert!(line.starts_with(name) && line.ends_with(description), "{line}");
     }
@@ -409,6 +432,7 @@ fn help_and_version() {
         &["decode", "--help"],
         &["explain", "--help"],
         &["layouts", "--help"],
+        &["icicle", "set-shard", "--help"],
         &["help", "gen"],
     ] {
         check(command, Expect::Contains(&["Usage:", "Examples:"]));
@@ -418,7 +442,9 @@ fn help_and_version() {
 
 #[test]
 fn help_examples_fit_and_run() {
-    for command in ["", "gen", "encode", "decode", "explain", "layouts", "serve", "bench"] {
+    for command in
+        ["", "gen", "encode", "decode", "explain", "layouts", "serve", "bench", "icicle set-shard"]
+    {
         let args: Vec<&str> = command.split_whitespace().chain(["--help"]).collect();
         let help = check(&args, Expect::Succeeds);
         let examples = help.split("Examples:\n").nth(1).expect("an Examples: section");
@@ -430,10 +456,13 @@ fn help_examples_fit_and_run() {
                 example = format!("{rest}{}", lines.next().expect("continued line").trim());
             }
             // Examples that need a file or a shell, that start a server (which runs until it
-            // is stopped) or that load one (which needs it running), are shown, not run.
+            // is stopped), that load one (which needs it running) or that set up Redis nodes
+            // (which need them running; tests/backends.rs runs set-shard on real ones), are
+            // shown, not run.
             if ["|", ">", ".toml"].iter().any(|s| example.contains(s))
                 || example.starts_with("idmint serve")
                 || example.starts_with("idmint bench")
+                || example.starts_with("idmint icicle")
             {
                 continue;
             }
@@ -503,6 +532,10 @@ fn bad_input_gives_one_error_line() {
         vec!["decode", "garbage"],
         vec!["decode", "--json", "9223372036854775808"],
         vec!["decode", "--layout", "hot-guid", "1234"],
+        vec!["decode", "--layout", "sequence", "0"],
+        vec!["encode", "--layout", "sequence", "value=9223372036854775808"],
+        vec!["icicle", "set-shard", "redis://127.0.0.1:1/", "0"],
+        vec!["icicle", "set-shard", "not a url", "1"],
         vec!["decode", "--layout", "lable", "--format", "hex", "xyz"],
         vec!["decode"],
         vec!["decode", "1", "2"],

@@ -12,7 +12,7 @@
 //! skip, saying why, unless `CI=true`.
 
 // Without the `etcd` feature only the embedded-store tests run; the harness is shared.
-#![cfg_attr(not(feature = "etcd"), allow(dead_code))]
+#![cfg_attr(not(feature = "etcd"), allow(dead_code, unused_imports))]
 
 #[path = "../../idmint-server/tests/common/check.rs"]
 mod check;

@@ -27,8 +27,17 @@ pub(crate) enum Order {
 /// generator when, node fields aside, a time field comes first and a sequence field second
 /// and last, and the time field does not wrap (only `trace-id`'s does).
 pub(crate) fn order_of(info: &NamespaceInfo) -> Order {
+    // icicle IDs made by several Redis nodes: each batch comes from nodes with their own
+    // clocks, so a later batch may lie below an earlier one.
+    if info.source == "redis" {
+        return Order::Unordered;
+    }
     let fingerprint = info.fingerprint.as_str();
-    if fingerprint.starts_with("decimal-id/") || fingerprint.starts_with("hot-guid/") {
+    // A `sequence` namespace's server hands out one increasing run from its segments.
+    if fingerprint.starts_with("decimal-id/")
+        || fingerprint.starts_with("hot-guid/")
+        || fingerprint.starts_with("sequence/")
+    {
         return Order::Increasing;
     }
     if info.layout == "trace-id" || fingerprint.starts_with("trace-id/") {
@@ -111,6 +120,7 @@ mod tests {
             ids_per_second: 1,
             generators: 1,
             auth: false,
+            source: "generator".into(),
         }
     }
 
@@ -127,10 +137,22 @@ mod tests {
         check("js53", Order::Increasing);
         check("decimal-id", Order::Increasing);
         check("hot-guid", Order::Increasing);
+        check("sequence", Order::Increasing);
         check("lable", Order::Unordered);
         check("trace-id", Order::Unordered);
         let names: Vec<&str> = Layout::builtins().iter().map(|(name, _)| *name).collect();
-        assert_eq!(names.len(), 9, "a new built-in layout needs a row above: {names:?}");
+        assert_eq!(names.len(), 10, "a new built-in layout needs a row above: {names:?}");
+    }
+
+    #[test]
+    fn redis_namespaces_are_unordered_whatever_the_layout() {
+        let check = |source: &str, want: Order| {
+            let mut info = info(&Layout::builtin("icicle").unwrap());
+            info.source = source.into();
+            assert_eq!(order_of(&info), want, "{source}");
+        };
+        check("generator", Order::Increasing);
+        check("redis", Order::Unordered);
     }
 
     #[test]

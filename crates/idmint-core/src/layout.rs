@@ -188,6 +188,8 @@ enum Kind {
     DecimalId,
     HotGuid,
     TraceId,
+    /// Plain integers from a segment store: no clock, no generator of its own.
+    Sequence,
     /// A plain bit layout: Snowflake, Sonyflake, icicle, go-flakeid, js53 or a custom one.
     Bits(BitLayout),
 }
@@ -205,6 +207,7 @@ enum Kind {
 /// | `decimal-id` | 63 | counter·10^10 + generator·10^5 + launch, no clock |
 /// | `hot-guid` | 128 | HotGuid: .NET Guid with seconds, process, counter and a 32-bit shard key |
 /// | `js53` | 53 | idmint: 40-bit ms since 2026, 6-bit node, 7-bit sequence, JavaScript-safe |
+/// | `sequence` | 63 | plain integers 1..=2^63−1 from a segment store (a database), no clock |
 ///
 /// # Example
 ///
@@ -225,8 +228,14 @@ pub struct Layout {
 /// The name of the HotGuid layout.
 const HOT_GUID_NAME: &str = "hot-guid";
 
+/// The name of the segment layout.
+const SEQUENCE_NAME: &str = "sequence";
+
+/// The largest `sequence` ID: `2^63 − 1`, so that every ID fits a signed 64-bit column.
+const SEQUENCE_MAX: u64 = i64::MAX as u64;
+
 /// The built-in layouts, with a one-line description each.
-const BUILTINS: [(&str, &str); 9] = [
+const BUILTINS: [(&str, &str); 10] = [
     (
         "snowflake",
         "Twitter Snowflake: 41-bit ms since 2010-11-04, 5-bit datacenter, 5-bit worker, 12-bit sequence",
@@ -262,6 +271,10 @@ const BUILTINS: [(&str, &str); 9] = [
     (
         "js53",
         "idmint js53: 40-bit ms since 2026-01-01, 6-bit node, 7-bit sequence; every id below 2^53",
+    ),
+    (
+        "sequence",
+        "plain integers 1..=2^63-1 from a segment store (a database or a local file), no clock",
     ),
 ];
 
@@ -303,6 +316,7 @@ impl Layout {
             "trace-id" => Kind::TraceId,
             "decimal-id" => Kind::DecimalId,
             "hot-guid" => Kind::HotGuid,
+            SEQUENCE_NAME => Kind::Sequence,
             _ => {
                 return Err(Error::UnknownLayout {
                     name: name.to_owned(),
@@ -332,7 +346,7 @@ impl Layout {
     /// # Errors
     ///
     /// [`Error::InvalidLayout`] for layouts without such an epoch (`trace-id`, `decimal-id`,
-    /// `hot-guid`, `lable`).
+    /// `hot-guid`, `lable`, `sequence`).
     ///
     /// # Example
     ///
@@ -368,8 +382,25 @@ impl Layout {
             Kind::DecimalId => DecimalId::NAME,
             Kind::HotGuid => HOT_GUID_NAME,
             Kind::TraceId => "trace-id",
+            Kind::Sequence => SEQUENCE_NAME,
             Kind::Bits(bits) => bits.name(),
         }
+    }
+
+    /// Whether [`generator`](Self::generator) can make IDs of this layout: false only for
+    /// `sequence`, whose IDs come from a segment store (a database), not from a clock.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Layout;
+    ///
+    /// assert!(Layout::builtin("snowflake")?.has_generator());
+    /// assert!(!Layout::builtin("sequence")?.has_generator());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn has_generator(&self) -> bool {
+        !matches!(self.kind, Kind::Sequence)
     }
 
     /// The epoch of the time field in Unix ms, if the layout has one. It is fixed (0, the Unix
@@ -389,7 +420,7 @@ impl Layout {
         match &self.kind {
             Kind::Bits(bits) => Some(bits.epoch_ms()),
             Kind::Lable | Kind::TraceId | Kind::HotGuid => Some(0),
-            Kind::DecimalId => None,
+            Kind::DecimalId | Kind::Sequence => None,
         }
     }
 
@@ -520,6 +551,7 @@ impl Layout {
                 number("generator_id", 17, 0, DecimalId::MAX_GENERATOR_ID, FieldRole::Node),
                 number("launch_id", 17, 0, DecimalId::MAX_LAUNCH_ID, FieldRole::Node),
             ],
+            Kind::Sequence => vec![number("value", 63, 1, SEQUENCE_MAX, FieldRole::Sequence)],
             Kind::HotGuid => vec![
                 number("timestamp", 32, 0, u64::from(u32::MAX), FieldRole::Time),
                 text("process", 40, FieldRole::Node, "10 hex digits"),
@@ -572,6 +604,7 @@ impl Layout {
                 Segment::new("counter", 55, 32),
                 Segment::new("shard_key (little-endian)", 31, 0),
             ]),
+            Kind::Sequence => Some(vec![Segment::new("0", 63, 63), Segment::new("value", 62, 0)]),
             Kind::DecimalId => None,
         }
     }
@@ -637,6 +670,18 @@ impl Layout {
                 ids_per_second_per_generator: 0,
                 generators: (DecimalId::MAX_GENERATOR_ID + 1) * (DecimalId::MAX_LAUNCH_ID + 1),
             },
+            // One sequence per namespace, shared by every server that takes ranges of it.
+            Kind::Sequence => Capacity {
+                tick_ms: 0,
+                start_ms: None,
+                end_ms: None,
+                wrap_ms: None,
+                start: None,
+                end: None,
+                ids_per_tick: SEQUENCE_MAX,
+                ids_per_second_per_generator: 0,
+                generators: 1,
+            },
         }
     }
 
@@ -696,6 +741,13 @@ impl Layout {
                 })?
                 .to_raw(),
             ),
+            Kind::Sequence => {
+                let value = values.number("value")?;
+                if !(1..=SEQUENCE_MAX).contains(&value) {
+                    return Err(Error::out_of_range("value", value, 1, SEQUENCE_MAX));
+                }
+                AnyId::U64(value)
+            }
             Kind::HotGuid => {
                 let narrow = |field: &str, value: u64, max: u32| {
                     u32::try_from(value)
@@ -764,6 +816,15 @@ impl Layout {
                     num("generator_id", p.generator_id),
                     num("launch_id", p.launch_id),
                 ])
+            }
+            (Kind::Sequence, AnyId::U64(raw)) => {
+                if !(1..=SEQUENCE_MAX).contains(&raw) {
+                    return Err(Error::InvalidId {
+                        layout: SEQUENCE_NAME.to_owned(),
+                        reason: "a sequence id is a whole number from 1 to 2^63-1",
+                    });
+                }
+                Ok(vec![num("value", raw)])
             }
             (Kind::HotGuid, AnyId::U128(value)) => {
                 let p = HotGuid::from_u128(value).into_parts();
@@ -900,6 +961,7 @@ impl Layout {
             Kind::Lable => "lable/64b/epoch=0/tick=1/v4.1".to_owned(),
             Kind::DecimalId => "decimal-id/63b/counter*10^10+generator*10^5+launch".to_owned(),
             Kind::HotGuid => "hot-guid/128b/epoch=0/tick=1000".to_owned(),
+            Kind::Sequence => "sequence/63b/1..=2^63-1".to_owned(),
         }
     }
 
@@ -924,6 +986,7 @@ impl Layout {
             Kind::Lable => 1 << (Lable::GENERATOR_BITS + Lable::CLUSTER_BITS),
             Kind::DecimalId => DecimalId::MAX_GENERATOR_ID + 1,
             Kind::HotGuid => 1 << PROCESS_BITS,
+            Kind::Sequence => 1,
         }
     }
 
@@ -935,7 +998,8 @@ impl Layout {
     /// - `lable`: `cluster_id·2048 + generator_id`, LableOrg's claim order (cluster, then
     ///   generator ID ascending);
     /// - `decimal-id`: the `generator_id` field;
-    /// - `hot-guid`: the 5 `process` bytes, big-endian.
+    /// - `hot-guid`: the 5 `process` bytes, big-endian;
+    /// - `sequence`: nothing (its one "generator" is the segment store).
     ///
     /// # Errors
     ///
@@ -969,6 +1033,7 @@ impl Layout {
                 num("cluster_id", generator_id >> Lable::GENERATOR_BITS),
             ],
             Kind::DecimalId => vec![num("generator_id", generator_id)],
+            Kind::Sequence => Vec::new(),
             Kind::HotGuid => {
                 let bytes = &generator_id.to_be_bytes()[8 - PROCESS_BITS as usize / 8..];
                 let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -984,7 +1049,9 @@ impl Layout {
     ///
     /// [`Error::UnknownField`] for a field that is not a node field of the layout,
     /// [`Error::FieldOutOfRange`] or [`Error::InvalidFieldValue`] for a bad value,
-    /// [`Error::InvalidConfig`] for a bad configuration.
+    /// [`Error::InvalidConfig`] for a bad configuration, [`Error::InvalidLayout`] for
+    /// `sequence`, whose IDs come from a segment store (see
+    /// [`has_generator`](Self::has_generator)).
     ///
     /// # Example
     ///
@@ -1005,6 +1072,13 @@ impl Layout {
     ) -> Result<AnyGenerator, Error> {
         let mut values = FieldReader::for_node(self, node)?;
         let inner = match &self.kind {
+            Kind::Sequence => {
+                return Err(Error::InvalidLayout(
+                    "layout `sequence` has no generator: its ids come from a segment store \
+                     (a database or a local file); serve them with `idmint serve --layout sequence`"
+                        .to_owned(),
+                ));
+            }
             Kind::Bits(bits) => {
                 // icicle's client refuses shard 0, so an icicle generator starts at shard 1.
                 let icicle = is_icicle(bits);

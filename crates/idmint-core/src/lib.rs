@@ -31,6 +31,7 @@
 //! | compatibility with an existing system | [`Lable`], [`Flake`], [`Icicle`], [`Sonyflake`], [`TraceId`], [`HotGuid`] | byte-exact with LableOrg, go-flakeid, icicle, Sonyflake, elfo and HotGuid |
 //! | tracing or log IDs, very fast, unique for a year | [`TraceId`] | 4.19 M IDs/s per node; the seconds wrap every 388 days |
 //! | IDs people read aloud, no clock at all | [`DecimalId`] | `counter·10^10 + generator·10^5 + launch` |
+//! | plain, dense integers handed out by a database | the `sequence` [`Layout`] | 1..=2^63−1, no clock; IDs come from a segment store (`idmint-coord`), not a generator |
 //! | a shard key inside a GUID | [`HotGuid`] | 128-bit .NET Guid ordered by time, with a 32-bit shard key |
 //! | row keys spread evenly over a key-value store | [`Lable`] in [`LableMode::Spread`] | the bit-reversed timestamp scatters consecutive IDs |
 //! | your own bit widths, tick and epoch | [`BitLayout`] from a [`LayoutConfig`] | validated, with a lifetime and capacity calculator ([`BitLayout::capacity`]) |

@@ -226,6 +226,7 @@ same_fields! {
         ids_per_second,
         generators,
         auth,
+        source,
     }
 }
 

@@ -150,6 +150,7 @@ pub struct DecodeResponse {
 ///   "auth":false}"#;
 /// let info: NamespaceInfo = serde_json::from_str(text).unwrap();
 /// assert_eq!(info.generator_id, Some(0));
+/// assert_eq!(info.source, "generator");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamespaceInfo {
@@ -177,6 +178,18 @@ pub struct NamespaceInfo {
     pub generators: u64,
     /// Whether requests need a bearer token.
     pub auth: bool,
+    /// Where the namespace's IDs come from: `generator` (a generator ID claimed by this
+    /// server), `segment` (ranges of a database), `redis` (icicle's script on Redis nodes) or
+    /// `counters` (DecimalId's persistent counters). Only `redis` IDs lack an order from one
+    /// batch to the next (each node has its own clock). Servers that predate this field omit
+    /// it, which reads as `generator`.
+    #[serde(default = "generator_source")]
+    pub source: String,
+}
+
+/// The `source` of a namespace described by a server that does not send one.
+fn generator_source() -> String {
+    "generator".to_owned()
 }
 
 /// The body of `GET /v1/namespaces`.

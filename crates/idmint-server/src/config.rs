@@ -1,9 +1,10 @@
 //! The server's configuration: plain data (serde, so it loads from TOML), validated once when
 //! the server starts. Every field documents its default.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
-use idmint_core::{BitLayout, FieldValue, Layout, LayoutConfig};
+use idmint_coord::{DecimalIdOptions, MemoryStore, SegmentAllocator, SegmentOptions};
+use idmint_core::{BitLayout, DecimalId, FieldValue, Layout, LayoutConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -77,15 +78,19 @@ impl Default for ServerConfig {
     }
 }
 
-/// One namespace: a name, a layout, and its own generator.
+/// One namespace: a name, a layout, and where its IDs come from ([`Source`]).
 ///
 /// # Example
 ///
 /// ```
-/// use idmint_server::NamespaceConfig;
+/// use idmint_server::{NamespaceConfig, Source};
 ///
 /// let ns = NamespaceConfig { generator_id: Some(7), ..NamespaceConfig::named("orders") };
 /// assert_eq!(ns.layout, "snowflake");
+/// assert_eq!(ns.source()?, Source::Generator);
+/// let seq = NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("invoices") };
+/// assert_eq!(seq.source()?, Source::Segment);
+/// # Ok::<(), idmint_server::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -99,22 +104,194 @@ pub struct NamespaceConfig {
     pub custom_layout: Option<LayoutConfig>,
     /// Another epoch in Unix ms, for layouts that take one. Default: the layout's.
     pub epoch_ms: Option<u64>,
-    /// A fixed generator ID (see `idmint explain`: 0..generators). Default: none, which takes
-    /// the lowest free one.
+    /// Where the IDs come from. Default: derived from the layout: `counters` for
+    /// `decimal-id`, `segment` for `sequence`, `generator` for every other layout (`redis` is
+    /// never chosen by default). The other settings below say which sources they apply to.
+    pub source: Option<Source>,
+    /// A fixed generator ID (see `idmint explain`: 0..generators). Source `generator` only.
+    /// Default: none, which takes the lowest free one.
     pub generator_id: Option<u64>,
     /// Fixed values of node fields that are not part of the generator's identity: LableOrg's
-    /// `mode`, HotGuid's `shard_key`, DecimalId's `launch_id`. Default: none.
+    /// `mode`, HotGuid's `shard_key`. Source `generator` only. Default: none.
     pub fields: BTreeMap<String, FieldSetting>,
     /// A bearer token that requests for this namespace must carry. Default: none (open).
     pub token: Option<String>,
-    /// How far ahead of the clock a burst may borrow ticks, in ms. Default: 0 (wait for
-    /// the next tick).
+    /// How far ahead of the clock a burst may borrow ticks, in ms. Source `generator` only.
+    /// Default: 0 (wait for the next tick).
     pub borrow_ms: u64,
     /// Claim only among the first N generator IDs (`0..N`) instead of all the layout has: to
     /// keep a fleet inside part of the range, or to make a spare wait for the generator ID of
-    /// one particular server. Not together with `generator_id`. Default: none (all of them).
+    /// one particular server. Not together with `generator_id`. Source `generator` only.
+    /// Default: none (all of them).
     pub generator_pool: Option<u64>,
+    /// How ranges are taken from the segment store. Source `segment` only. Default: none,
+    /// which is [`SegmentSettings::default`].
+    pub segment: Option<SegmentSettings>,
+    /// How many IDs one DecimalId generator ID issues before the next generator ID is taken
+    /// (1 to 922,337,202), for tests of the switch. Source `counters` only; at least
+    /// `max_batch`, so that a batch never spans a switch. Default: none, the layout's
+    /// 922,337,202.
+    pub max_counter: Option<u64>,
 }
+
+/// Where a namespace's IDs come from. In configuration files, kebab-case: `generator`,
+/// `segment`, `redis`, `counters`.
+///
+/// | source | IDs | needs | layout |
+/// | --- | --- | --- | --- |
+/// | `generator` | a generator on a claimed generator ID, under a durable high-water mark | the coordinator | any with a clock |
+/// | `segment` | ranges of a segment store, served in increasing order | [`Backends::segments`](crate::Backends::segments) | `sequence` |
+/// | `redis` | icicle IDs made by Redis nodes (best-effort, see `idmint_coord::IcicleClient`) | `Backends::redis` (feature `redis`) | `icicle` |
+/// | `counters` | DecimalIds whose launch and generator IDs come from persistent counters | [`Backends::counters`](crate::Backends::counters) | `decimal-id` |
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::Source;
+///
+/// let source: Source = serde_json::from_str("\"counters\"")?;
+/// assert_eq!(source, Source::Counters);
+/// assert_eq!("redis".parse::<Source>(), Ok(Source::Redis));
+/// assert_eq!(Source::Segment.to_string(), "segment");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// A generator on a claimed generator ID, with a durable window.
+    Generator,
+    /// Ranges of plain integers from a segment store.
+    Segment,
+    /// icicle IDs from Redis nodes.
+    Redis,
+    /// DecimalIds from persistent counters.
+    Counters,
+}
+
+impl Source {
+    /// Every source, in the order of the table above.
+    pub const ALL: [Source; 4] =
+        [Source::Generator, Source::Segment, Source::Redis, Source::Counters];
+
+    /// The name used in configuration: `generator`, `segment`, `redis`, `counters`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(idmint_server::Source::Counters.name(), "counters");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Generator => "generator",
+            Source::Segment => "segment",
+            Source::Redis => "redis",
+            Source::Counters => "counters",
+        }
+    }
+
+    /// The source a layout gets when none is configured: `counters` for `decimal-id`,
+    /// `segment` for `sequence`, `generator` otherwise.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Layout;
+    /// use idmint_server::Source;
+    ///
+    /// assert_eq!(Source::default_for(&Layout::builtin("decimal-id")?), Source::Counters);
+    /// assert_eq!(Source::default_for(&Layout::builtin("icicle")?), Source::Generator);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn default_for(layout: &Layout) -> Source {
+        if !layout.has_generator() {
+            Source::Segment
+        } else if layout.name() == DecimalId::NAME {
+            Source::Counters
+        } else {
+            Source::Generator
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Source {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Source::ALL.into_iter().find(|s| s.name() == text).ok_or_else(|| {
+            format!(
+                "unknown source `{text}` (expected one of: generator, segment, redis, counters)"
+            )
+        })
+    }
+}
+
+/// How a `segment` namespace takes ranges from its store: the settings of
+/// `idmint_coord::SegmentOptions` that a server exposes. Each range's length starts at
+/// `initial_step`, doubles (up to `max_step`) when ranges go fast and halves (down to
+/// `min_step`) when they go slow; the next range is fetched in the background once
+/// `prefetch_percent` of the current one is used. A restart or crash leaves the unused rest of
+/// the ranges in memory as a gap, never a duplicate.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::SegmentSettings;
+///
+/// let settings: SegmentSettings = serde_json::from_str(r#"{"initial_step": 5000, "min_step": 5000}"#)?;
+/// assert_eq!(settings.max_step, 1_000_000);
+/// assert_eq!(settings.prefetch_percent, 15);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SegmentSettings {
+    /// The length of the first range. Default: 1,000.
+    pub initial_step: u64,
+    /// The shortest range after halving. Default: 1,000.
+    pub min_step: u64,
+    /// The longest range after doubling (at most 2^40). Default: 1,000,000.
+    pub max_step: u64,
+    /// When this share (1 to 99 percent) of a range is used, the next one is fetched.
+    /// Default: 15.
+    pub prefetch_percent: u8,
+}
+
+impl Default for SegmentSettings {
+    fn default() -> Self {
+        let options = SegmentOptions::default();
+        SegmentSettings {
+            initial_step: options.initial_step,
+            min_step: options.min_step,
+            max_step: options.max_step,
+            prefetch_percent: options.prefetch_percent,
+        }
+    }
+}
+
+impl SegmentSettings {
+    /// The allocator options these settings stand for (the other options at their defaults).
+    pub(crate) fn options(&self) -> SegmentOptions {
+        SegmentOptions {
+            initial_step: self.initial_step,
+            min_step: self.min_step,
+            max_step: self.max_step,
+            prefetch_percent: self.prefetch_percent,
+            ..SegmentOptions::default()
+        }
+    }
+}
+
+/// The suffixes of a `counters` namespace's two counters: `<namespace>-launch` and
+/// `<namespace>-generator`.
+pub(crate) const LAUNCH_SUFFIX: &str = "-launch";
+/// See [`LAUNCH_SUFFIX`].
+pub(crate) const GENERATOR_SUFFIX: &str = "-generator";
 
 impl Default for NamespaceConfig {
     fn default() -> Self {
@@ -135,7 +312,38 @@ impl NamespaceConfig {
             token: None,
             borrow_ms: 0,
             generator_pool: None,
+            source: None,
+            segment: None,
+            max_counter: None,
         }
+    }
+
+    /// Where the namespace's IDs come from: [`source`](Self::source) if set, else the
+    /// layout's default ([`Source::default_for`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when the layout is invalid.
+    pub fn source(&self) -> Result<Source, Error> {
+        match self.source {
+            Some(source) => Ok(source),
+            None => Ok(Source::default_for(&self.resolve_layout()?)),
+        }
+    }
+
+    /// The names of the launch and generator counters of a `counters` namespace.
+    pub(crate) fn counter_names(&self) -> (String, String) {
+        (format!("{}{LAUNCH_SUFFIX}", self.name), format!("{}{GENERATOR_SUFFIX}", self.name))
+    }
+
+    /// The DecimalId options of a `counters` namespace.
+    pub(crate) fn decimal_options(&self) -> DecimalIdOptions {
+        DecimalIdOptions { max_counter: self.max_counter }
+    }
+
+    /// The segment options of a `segment` namespace.
+    pub(crate) fn segment_options(&self) -> SegmentOptions {
+        self.segment.clone().unwrap_or_default().options()
     }
 
     /// The namespace's layout.
@@ -231,6 +439,7 @@ impl ServerConfig {
                 ));
             }
             let layout = ns.resolve_layout()?;
+            check_source(ns, &layout, self.max_batch)?;
             if let Some(pool) = ns.generator_pool {
                 let count = layout.generator_count();
                 if pool == 0 || pool > count {
@@ -249,5 +458,103 @@ impl ServerConfig {
             }
         }
         Ok(self)
+    }
+}
+
+/// Checks that a namespace's source fits its layout, and that it sets only the settings of its
+/// source.
+fn check_source(ns: &NamespaceConfig, layout: &Layout, max_batch: u64) -> Result<(), Error> {
+    let bad = |msg: String| Err(Error::Config(format!("namespace `{}`: {msg}", ns.name)));
+    let source = ns.source.unwrap_or_else(|| Source::default_for(layout));
+    let name = layout.name();
+    let is_icicle = ns.custom_layout.is_none() && name == "icicle";
+    match source {
+        Source::Generator if !layout.has_generator() => {
+            return bad(format!(
+                "layout `{name}` has no generator: its ids come from a segment store \
+                 (source `segment`)"
+            ));
+        }
+        Source::Generator if name == DecimalId::NAME && ns.custom_layout.is_none() => {
+            return bad(format!(
+                "layout `{name}` takes its launch and generator ids from persistent counters: \
+                 use source `counters`"
+            ));
+        }
+        Source::Segment if layout.has_generator() || ns.custom_layout.is_some() => {
+            return bad(format!(
+                "source `segment` issues plain integers: it needs layout `sequence`, not `{name}`"
+            ));
+        }
+        Source::Counters if name != DecimalId::NAME || ns.custom_layout.is_some() => {
+            return bad(format!(
+                "source `counters` issues DecimalIds: it needs layout `decimal-id`, not `{name}`"
+            ));
+        }
+        Source::Redis if !is_icicle || ns.epoch_ms.is_some() => {
+            return bad(format!(
+                "source `redis` issues icicle's ids (icicle's epoch, shards set on the Redis \
+                 nodes): it needs layout `icicle` without another epoch, not `{name}`"
+            ));
+        }
+        _ => {}
+    }
+    if source != Source::Generator {
+        let generator_only = [
+            ("generator_id", ns.generator_id.is_some()),
+            ("generator_pool", ns.generator_pool.is_some()),
+            ("fields", !ns.fields.is_empty()),
+            ("borrow_ms", ns.borrow_ms != 0),
+        ];
+        if let Some((setting, _)) = generator_only.iter().find(|(_, set)| *set) {
+            return bad(format!(
+                "`{setting}` applies to source `generator` only, not to source `{source}`"
+            ));
+        }
+    }
+    if ns.segment.is_some() && source != Source::Segment {
+        return bad(format!("`segment` settings apply to source `segment` only, not `{source}`"));
+    }
+    if let Some(max) = ns.max_counter {
+        if source != Source::Counters {
+            return bad(format!("`max_counter` applies to source `counters` only, not `{source}`"));
+        }
+        if !(max_batch..=DecimalId::MAX_COUNTER).contains(&max) {
+            return bad(format!(
+                "max_counter must be {max_batch}..={} (at least max_batch, so that a batch \
+                 never spans two generator ids), not {max}",
+                DecimalId::MAX_COUNTER
+            ));
+        }
+    }
+    match source {
+        Source::Segment => {
+            // The allocator checks its options (and the name) without touching any store.
+            let probe = Arc::new(MemoryStore::new());
+            if let Err(e) = SegmentAllocator::new(probe, &ns.name, ns.segment_options()) {
+                return bad(coord_reason(e));
+            }
+        }
+        Source::Counters => {
+            let longest = ns.name.len() + GENERATOR_SUFFIX.len();
+            if longest > 64 {
+                return bad(format!(
+                    "its counter names (`<name>{GENERATOR_SUFFIX}`) would be longer than 64 \
+                     characters; use a name of at most {} characters",
+                    64 - GENERATOR_SUFFIX.len()
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The reason inside a coordination error about a request, without its `invalid claim
+/// request:` prefix.
+fn coord_reason(e: idmint_coord::Error) -> String {
+    match e {
+        idmint_coord::Error::InvalidRequest(reason) => reason,
+        other => other.to_string(),
     }
 }

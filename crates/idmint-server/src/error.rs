@@ -79,7 +79,9 @@ pub enum Error {
         /// The configured limit, in ms.
         limit_ms: u64,
     },
-    /// A coordination failure (claims, marks).
+    /// A coordination or store failure (claims, marks; segments, counters, Redis). A store
+    /// that ran out of IDs ([`idmint_coord::Error::Exhausted`]) is 503 with the code
+    /// `exhausted` and no `Retry-After`: retrying will not help, an operator must act.
     #[error(transparent)]
     Coord(#[from] idmint_coord::Error),
     /// A failure of the core (layouts, generators).
@@ -133,6 +135,7 @@ impl Error {
             Error::ShuttingDown => "shutting_down",
             Error::Config(_) => "config",
             Error::MarkTooFarAhead { .. } => "mark_too_far_ahead",
+            Error::Coord(idmint_coord::Error::Exhausted { .. }) => "exhausted",
             Error::Coord(_) => "coordination_unavailable",
             Error::Core(core) => core_code(core),
             Error::Io { .. } => "io",
@@ -140,9 +143,20 @@ impl Error {
     }
 
     /// For 503 answers: how long the client should wait before retrying, in whole seconds
-    /// (the `Retry-After` header).
+    /// (the `Retry-After` header). None for an exhausted store: waiting does not help.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_server::Error;
+    ///
+    /// let exhausted = Error::Coord(idmint_coord::Error::Exhausted { what: "counter", name: "orders-launch".into(), max: 99_999 });
+    /// assert_eq!((exhausted.status(), exhausted.code(), exhausted.retry_after_secs()), (503, "exhausted", None));
+    /// assert_eq!(Error::NotReady("orders".into()).retry_after_secs(), Some(1));
+    /// ```
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
+            Error::Coord(idmint_coord::Error::Exhausted { .. }) => None,
             Error::WindowExhausted { retry_after_ms, .. } => {
                 Some(retry_after_ms.div_ceil(1000).max(1))
             }

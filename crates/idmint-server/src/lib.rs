@@ -1,13 +1,16 @@
 //! `idmint-server`: the ID service as a library. [`Server::start`] claims a generator ID for
-//! every namespace and stores its first window; [`serve`] answers HTTP on a bound listener until
-//! a shutdown token is cancelled, then shuts down in order. With the feature `grpc`,
+//! every namespace and stores its first window ([`Server::start_with`] also takes the stores of
+//! the other [`Source`]s: segments, counters and Redis, in [`Backends`]); [`serve`] answers
+//! HTTP on a bound listener until a shutdown token is cancelled, then shuts down in order. With the feature `grpc`,
 //! `serve_grpc` answers gRPC (`idmint.v1.IdMint` and `grpc.health.v1.Health`) the same way,
 //! and `serve_all` answers both over one server state, with one shutdown sequence.
 //!
 //! # Layout
 //!
-//! - `config`: [`ServerConfig`] and [`NamespaceConfig`], plain data validated at start.
-//! - `namespace`: a namespace's claim, generator, durable window and issuing.
+//! - `config`: [`ServerConfig`], [`NamespaceConfig`] and [`Source`], plain data validated at
+//!   start.
+//! - `namespace`: a namespace's claim, generator, durable window and issuing, or the store it
+//!   issues from.
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
 //!   `/openapi.json`).
 //! - `grpc` (feature `grpc`): the gRPC services, on tonic.
@@ -69,7 +72,9 @@ use hyper_util::{
     server::{conn::auto, graceful::GracefulShutdown},
     service::TowerToHyperService,
 };
-use idmint_coord::Coordinator;
+#[cfg(feature = "redis")]
+use idmint_coord::IcicleClient;
+use idmint_coord::{Coordinator, CounterStore, SegmentStore};
 use idmint_proto::NamespaceInfo;
 use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -77,7 +82,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
     clock::{OffsetClock, WallClock},
-    config::{FieldSetting, NamespaceConfig, ServerConfig},
+    config::{FieldSetting, NamespaceConfig, SegmentSettings, ServerConfig, Source},
     error::Error,
 };
 
@@ -114,12 +119,102 @@ pub enum ShutdownStep {
     Released,
 }
 
-/// A running ID service: its namespaces, coordinator, clocks and metrics.
+/// The stores a server's namespaces issue from, by [`Source`]: the coordinator (source
+/// `generator`) always, the others only when a namespace needs them.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idmint_coord::{MemoryCoordinator, MemoryStore};
+/// use idmint_core::SystemClock;
+/// use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let backends = Backends {
+///     segments: Some(store.clone()),
+///     counters: Some(store),
+///     ..Backends::new(Arc::new(MemoryCoordinator::new()))
+/// };
+/// let namespaces = vec![
+///     NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("invoices") },
+///     NamespaceConfig { layout: "decimal-id".into(), ..NamespaceConfig::named("tickets") },
+/// ];
+/// let config = ServerConfig { namespaces, ..ServerConfig::default() };
+/// let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
+/// assert_eq!(server.issue("invoices", 3).await?.len(), 3);
+/// server.stop().await?;
+/// # Ok::<(), idmint_server::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct Backends {
+    /// Generator-ID claims and high-water marks (source `generator`).
+    pub coordinator: Arc<dyn Coordinator>,
+    /// Ranges of plain IDs (source `segment`): `FileStore`, `PostgresStore`, ... Default: none.
+    pub segments: Option<Arc<dyn SegmentStore>>,
+    /// DecimalId's launch and generator counters (source `counters`). Default: none.
+    pub counters: Option<Arc<dyn CounterStore>>,
+    /// The icicle client over the Redis nodes (source `redis`, feature `redis`). Default: none.
+    #[cfg(feature = "redis")]
+    pub redis: Option<IcicleClient>,
+}
+
+impl Backends {
+    /// Only a coordinator: enough for namespaces of source `generator`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::MemoryCoordinator;
+    /// use idmint_server::Backends;
+    ///
+    /// let backends = Backends::new(Arc::new(MemoryCoordinator::new()));
+    /// assert!(backends.segments.is_none() && backends.counters.is_none());
+    /// ```
+    pub fn new(coordinator: Arc<dyn Coordinator>) -> Self {
+        Backends {
+            coordinator,
+            segments: None,
+            counters: None,
+            #[cfg(feature = "redis")]
+            redis: None,
+        }
+    }
+
+    /// Refuses a namespace whose source needs a store that was not given.
+    fn check(&self, namespace: &str, source: Source) -> Result<(), Error> {
+        #[cfg(feature = "redis")]
+        let redis = self.redis.is_some();
+        #[cfg(not(feature = "redis"))]
+        let redis = false;
+        let (given, what) = match source {
+            Source::Generator => (true, ""),
+            Source::Segment => (self.segments.is_some(), "a segment store"),
+            Source::Counters => (self.counters.is_some(), "a counter store"),
+            Source::Redis if cfg!(feature = "redis") => (redis, "redis nodes"),
+            Source::Redis => (false, "a build of idmint-server with feature `redis`"),
+        };
+        if given {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "namespace `{namespace}`: source `{source}` needs {what}, and none was given"
+            )))
+        }
+    }
+}
+
+/// A running ID service: its namespaces, backends, clocks and metrics.
 #[derive(Debug)]
 pub struct Server {
     config: ServerConfig,
     namespaces: Vec<Arc<Namespace>>,
-    coordinator: Arc<dyn Coordinator>,
+    backends: Backends,
     clocks: Arc<Clocks>,
     http_metrics: HttpMetrics,
     #[cfg(feature = "grpc")]
@@ -146,9 +241,57 @@ impl Server {
     /// generator ID held by another server is [`idmint_coord::Error::Conflict`]);
     /// [`Error::MarkTooFarAhead`] when a stored mark is further ahead of the clock than
     /// `max_ahead_ms` and `allow_ahead` is off. Claims taken before the failure are released.
+    /// A namespace of another source than `generator` is refused ([`Error::Config`]): those
+    /// need [`Server::start_with`].
     pub async fn start(
         config: ServerConfig,
         coordinator: Arc<dyn Coordinator>,
+        wall: WallClock,
+    ) -> Result<Arc<Server>, Error> {
+        Server::start_with(config, Backends::new(coordinator), wall).await
+    }
+
+    /// [`Server::start`] with the stores of every [`Source`]: each namespace is started from
+    /// its source's store (a claim and a first window for `generator`; an allocator, a
+    /// DecimalId launch or a first icicle ID for the others), in the order configured.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::start`]; [`Error::Config`] when a namespace's source needs a store that
+    /// `backends` lacks (before anything is claimed); the store's error when a store source
+    /// cannot start (with `wait_for_claim`, a store that does not answer leaves the namespace
+    /// not ready and is retried in the background instead).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::{MemoryCoordinator, MemoryStore};
+    /// use idmint_core::SystemClock;
+    /// use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let config = ServerConfig {
+    ///     namespaces: vec![NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("rows") }],
+    ///     ..ServerConfig::default()
+    /// };
+    /// let coordinator = Arc::new(MemoryCoordinator::new());
+    /// // Without a segment store, a `sequence` namespace cannot start.
+    /// let refused = Server::start_with(config.clone(), Backends::new(coordinator.clone()), Arc::new(SystemClock)).await;
+    /// assert!(matches!(refused, Err(idmint_server::Error::Config(_))));
+    ///
+    /// let backends = Backends { segments: Some(Arc::new(MemoryStore::new())), ..Backends::new(coordinator) };
+    /// let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
+    /// let ids = server.issue("rows", 2).await?;
+    /// assert!(ids[0] < ids[1]);
+    /// server.stop().await?;
+    /// # Ok::<(), idmint_server::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn start_with(
+        config: ServerConfig,
+        backends: Backends,
         wall: WallClock,
     ) -> Result<Arc<Server>, Error> {
         let config = config.validated()?;
@@ -157,10 +300,13 @@ impl Server {
             .iter()
             .map(|ns| Namespace::new(ns.clone()).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
+        for ns in &namespaces {
+            backends.check(&ns.name, ns.source)?;
+        }
         let server = Arc::new(Server {
             config,
             namespaces,
-            coordinator,
+            backends,
             clocks: Arc::new(Clocks::new(wall)),
             http_metrics: HttpMetrics::default(),
             #[cfg(feature = "grpc")]
@@ -171,26 +317,33 @@ impl Server {
             steps: Mutex::new(Vec::new()),
         });
         for (i, ns) in server.namespaces.iter().enumerate() {
-            if let Err(e) =
-                ns.activate(server.coordinator.as_ref(), &server.clocks, &server.config).await
-            {
+            if let Err(e) = ns.activate(&server.backends, &server.clocks, &server.config).await {
                 if server.config.wait_for_claim && namespace::claim_may_succeed_later(&e) {
                     tracing::warn!(namespace = %ns.name, error = %e, "no generator id to claim yet; starting not ready and waiting for one");
                     continue;
                 }
                 for earlier in &server.namespaces[..i] {
-                    let _ = earlier.deactivate(server.coordinator.as_ref()).await;
+                    let _ = earlier.deactivate(server.backends.coordinator.as_ref()).await;
                 }
                 return Err(e);
             }
         }
+        let config = Arc::new(server.config.clone());
         for ns in &server.namespaces {
-            server.tasks.spawn(Arc::clone(ns).maintain_window(
-                Arc::clone(&server.coordinator),
-                Arc::clone(&server.clocks),
-                Arc::new(server.config.clone()),
-                server.stop_tasks.clone(),
-            ));
+            if ns.source == Source::Generator {
+                server.tasks.spawn(Arc::clone(ns).maintain_window(
+                    Arc::clone(&server.backends.coordinator),
+                    Arc::clone(&server.clocks),
+                    Arc::clone(&config),
+                    server.stop_tasks.clone(),
+                ));
+            } else {
+                server.tasks.spawn(Arc::clone(ns).maintain_store(
+                    server.backends.clone(),
+                    Arc::clone(&config),
+                    server.stop_tasks.clone(),
+                ));
+            }
         }
         Ok(server)
     }
@@ -203,7 +356,9 @@ impl Server {
     /// Whether every namespace can issue IDs and the server is not shutting down. A namespace
     /// can issue while it holds a claim and its stored window is not used up: a server whose
     /// window could not be extended (its coordinator is down) reports not ready until the
-    /// extension succeeds, as does a spare still waiting for a generator ID.
+    /// extension succeeds, as does a spare still waiting for a generator ID. A namespace of a
+    /// store source is ready while the last call to its store succeeded; after a failure a
+    /// background probe (one ID, a gap) retries until the store answers again.
     pub fn is_ready(&self) -> bool {
         !self.shutting_down.load(Ordering::Acquire)
             && self.namespaces.iter().all(|ns| ns.is_ready(&self.clocks))
@@ -228,6 +383,7 @@ impl Server {
                     ids_per_second: capacity.ids_per_second_per_generator,
                     generators: ns.layout.generator_count(),
                     auth: ns.token().is_some(),
+                    source: ns.source.name().to_owned(),
                 }
             })
             .collect()
@@ -386,7 +542,7 @@ impl Server {
         self.tasks.wait().await;
         let mut first_error = None;
         for ns in &self.namespaces {
-            if let Err(e) = ns.deactivate(self.coordinator.as_ref()).await {
+            if let Err(e) = ns.deactivate(self.backends.coordinator.as_ref()).await {
                 tracing::error!(namespace = %ns.name, error = %e, "could not persist or release");
                 first_error.get_or_insert(e);
             }

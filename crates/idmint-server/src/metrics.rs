@@ -25,6 +25,7 @@ pub(crate) struct NamespaceMetrics {
     pub(crate) mark_failures: AtomicU64,
     pub(crate) claims: AtomicU64,
     pub(crate) claims_lost: AtomicU64,
+    pub(crate) store_failures: AtomicU64,
 }
 
 impl NamespaceMetrics {
@@ -176,6 +177,13 @@ pub(crate) fn render(
         "counter",
         "Claims lost or lapsed, after which the namespace claimed again.",
         &|n| load(&n.metrics.claims_lost),
+    );
+    per_ns(
+        &mut out,
+        "idmint_store_failures_total",
+        "counter",
+        "Failed calls to the store a namespace issues from (segments, counters, Redis).",
+        &|n| load(&n.metrics.store_failures),
     );
     per_ns(
         &mut out,

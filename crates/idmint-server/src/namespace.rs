@@ -1,28 +1,34 @@
-//! One namespace at run time: its claim on a generator ID, its generator, the durable window
-//! (the high-water mark stored ahead of the clock), and the issuing of IDs under that window.
+//! One namespace at run time. For source `generator`: its claim on a generator ID, its
+//! generator, the durable window (the high-water mark stored ahead of the clock), and the
+//! issuing of IDs under that window. For the store sources (`segment`, `counters`, `redis`):
+//! the allocator, DecimalId source or icicle client it issues from, and its health.
 //!
 //! The rule that makes restarts safe: before any ID with time `t` leaves the server, a mark
 //! `≥ t` is durably stored (the generator's ceiling is only ever raised to a stored mark), and a
-//! new holder of the generator ID starts strictly above the mark it reads.
+//! new holder of the generator ID starts strictly above the mark it reads. Store sources rest
+//! on their store instead: a range or counter value is durable before it is used.
 
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use arc_swap::ArcSwapOption;
-use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator, GeneratorIds};
-use idmint_core::{
-    Anchor, AnyBatch, AnyGenerator, AnyId, DecimalId, FieldValue, GeneratorConfig, Layout, Next,
+#[cfg(feature = "redis")]
+use idmint_coord::IcicleClient;
+use idmint_coord::{
+    Claim, ClaimRequest, ClaimState, Coordinator, DecimalIdSource, DecimalIds, GeneratorIds,
+    SegmentAllocator,
 };
+use idmint_core::{Anchor, AnyBatch, AnyGenerator, AnyId, GeneratorConfig, Layout, Next};
 use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Error, NamespaceConfig, ServerConfig,
+    Backends, Error, NamespaceConfig, ServerConfig, Source,
     clock::Clocks,
     metrics::{NamespaceGauges, NamespaceMetrics},
 };
@@ -45,7 +51,19 @@ pub(crate) fn claim_may_succeed_later(error: &Error) -> bool {
                 | Coord::Unavailable { .. }
                 | Coord::ClaimLost { .. }
         )
-    )
+    ) || store_may_answer_later(error)
+}
+
+/// Whether a store source's failure at start (a Redis node down, a store not answering) may
+/// clear up by itself.
+#[cfg(feature = "redis")]
+fn store_may_answer_later(error: &Error) -> bool {
+    matches!(error, Error::Coord(idmint_coord::Error::AttemptsExhausted { .. }))
+}
+
+#[cfg(not(feature = "redis"))]
+fn store_may_answer_later(_error: &Error) -> bool {
+    false
 }
 
 /// Whether a claim may still be extended: held, and not past its local deadline.
@@ -62,6 +80,9 @@ trait IdSink {
     fn len(&self) -> usize;
     fn reserve(&mut self, additional: usize);
     fn take(&mut self, batch: AnyBatch);
+    /// IDs of a 64-bit store source.
+    fn take_u64(&mut self, ids: impl IntoIterator<Item = u64>);
+    fn truncate(&mut self, len: usize);
 }
 
 impl IdSink for Vec<AnyId> {
@@ -76,6 +97,14 @@ impl IdSink for Vec<AnyId> {
     fn take(&mut self, batch: AnyBatch) {
         self.extend(batch);
     }
+
+    fn take_u64(&mut self, ids: impl IntoIterator<Item = u64>) {
+        self.extend(ids.into_iter().map(AnyId::U64));
+    }
+
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len);
+    }
 }
 
 impl IdSink for Vec<u64> {
@@ -87,6 +116,14 @@ impl IdSink for Vec<u64> {
         Vec::reserve(self, additional);
     }
 
+    fn take_u64(&mut self, ids: impl IntoIterator<Item = u64>) {
+        self.extend(ids);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len);
+    }
+
     fn take(&mut self, batch: AnyBatch) {
         // Only 64-bit layouts issue into `u64`s (`Server::issue_u64` checks the width).
         self.extend(batch.map(|id| match id {
@@ -96,13 +133,19 @@ impl IdSink for Vec<u64> {
     }
 }
 
-/// A namespace: configuration, metrics, and the active generator while a claim is held.
+/// A namespace: configuration, metrics, and the active generator while a claim is held (source
+/// `generator`) or the store it issues from (the other sources).
 #[derive(Debug)]
 pub(crate) struct Namespace {
     pub(crate) name: String,
     pub(crate) layout: Layout,
+    pub(crate) source: Source,
     config: NamespaceConfig,
     active: ArcSwapOption<Active>,
+    /// The store a store source issues from, once started.
+    store: ArcSwapOption<StoreIssuer>,
+    /// Whether the last call to the store succeeded (store sources): readiness.
+    store_healthy: AtomicBool,
     pub(crate) metrics: NamespaceMetrics,
     /// Wakes the window task to extend the mark now.
     extend: Notify,
@@ -146,14 +189,102 @@ impl Active {
     }
 }
 
+/// What a store source issues from.
+#[derive(Debug)]
+enum StoreIssuer {
+    /// Source `segment`.
+    Segment { allocator: SegmentAllocator, backend: &'static str },
+    /// Source `counters`.
+    Counters { source: DecimalIdSource, backend: &'static str },
+    /// Source `redis`.
+    #[cfg(feature = "redis")]
+    Redis(IcicleClient),
+}
+
+impl StoreIssuer {
+    /// The backend's name, for messages.
+    fn backend(&self) -> &'static str {
+        match self {
+            StoreIssuer::Segment { backend, .. } | StoreIssuer::Counters { backend, .. } => backend,
+            #[cfg(feature = "redis")]
+            StoreIssuer::Redis(_) => "redis",
+        }
+    }
+
+    /// Appends `count` IDs to `ids` (which holds `start` IDs of earlier requests), in
+    /// increasing order. On an error some IDs may have been taken from the store: a gap.
+    async fn fill<S: IdSink>(&self, count: u64, ids: &mut S) -> Result<(), Error> {
+        let start = ids.len();
+        match self {
+            StoreIssuer::Segment { allocator, .. } => {
+                let mut left = count;
+                while left > 0 {
+                    let range = allocator.next_batch(left).await?;
+                    left -= range.end - range.start;
+                    ids.take_u64(range);
+                }
+            }
+            StoreIssuer::Counters { source, .. } => {
+                // A DecimalId batch comes from one generator ID. When the source switches to the
+                // next generator ID during a request (its counter part ran out), the IDs taken
+                // from the old one are larger than the new one's: they are dropped (a gap) and
+                // the request is served from the new generator ID alone, which has room for it
+                // (`max_counter` is at least `max_batch`).
+                let mut left = count;
+                let mut last = None;
+                while left > 0 {
+                    let chunk: Vec<u64> =
+                        source.next_batch(left).await?.map(|id| id.to_raw()).collect();
+                    if let (Some(last), Some(&first)) = (last, chunk.first())
+                        && first <= last
+                    {
+                        ids.truncate(start);
+                        left = count;
+                    }
+                    left -= chunk.len() as u64;
+                    last = chunk.last().copied();
+                    ids.take_u64(chunk);
+                }
+            }
+            #[cfg(feature = "redis")]
+            StoreIssuer::Redis(client) => {
+                // One Redis call makes at most 4,096 IDs, and fewer when the node's sequence
+                // rolls over; calls go round-robin over the nodes, each with its own clock, so
+                // the IDs are sorted before they leave.
+                let want = usize::try_from(count).unwrap_or(usize::MAX);
+                let mut got: Vec<u64> = Vec::with_capacity(want.min(1 << 20));
+                while got.len() < want {
+                    let n = (want - got.len()).min(IcicleClient::MAX_BATCH);
+                    got.extend(client.generate_batch(n).await?.into_iter().map(|id| id.to_raw()));
+                }
+                got.sort_unstable();
+                if let Some(pair) = got.windows(2).find(|w| w[0] == w[1]) {
+                    // Two nodes with one shard ID, or a node that lost its sequence: refuse
+                    // rather than hand out a duplicate.
+                    return Err(Error::Coord(idmint_coord::Error::Corrupt {
+                        path: format!("icicle nodes {}", client.nodes().join(",")),
+                        reason: format!("id {} was generated twice in one batch", pair[0]),
+                    }));
+                }
+                ids.take_u64(got);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Namespace {
     pub(crate) fn new(config: NamespaceConfig) -> Result<Self, Error> {
         let layout = config.resolve_layout()?;
+        let source = config.source()?;
         Ok(Namespace {
             name: config.name.clone(),
             layout,
+            source,
             config,
             active: ArcSwapOption::empty(),
+            store: ArcSwapOption::empty(),
+            store_healthy: AtomicBool::new(false),
             metrics: NamespaceMetrics::default(),
             extend: Notify::new(),
             extended: Notify::new(),
@@ -165,30 +296,108 @@ impl Namespace {
         self.config.token.as_deref()
     }
 
-    /// Whether the namespace holds a claim and can issue: its stored window is not used up.
+    /// Whether the namespace can issue. Source `generator`: it holds a claim and its stored
+    /// window is not used up. Store sources: the store was started and its last call
+    /// succeeded.
     pub(crate) fn is_ready(&self, clocks: &Clocks) -> bool {
-        self.active.load().as_ref().is_some_and(|active| active.window_open(clocks))
+        match self.source {
+            Source::Generator => {
+                self.active.load().as_ref().is_some_and(|active| active.window_open(clocks))
+            }
+            _ => self.store.load().is_some() && self.store_healthy.load(Ordering::Acquire),
+        }
     }
 
-    /// The generator ID held, if any.
+    /// The generator ID held, if any (for source `counters`, the DecimalId generator ID in
+    /// use).
     pub(crate) fn generator_id(&self) -> Option<u64> {
-        self.active.load().as_ref().map(|a| a.generator_id)
+        match self.store.load().as_deref() {
+            Some(StoreIssuer::Counters { source, .. }) => Some(source.generator_id()),
+            Some(_) => None,
+            None => self.active.load().as_ref().map(|a| a.generator_id),
+        }
     }
 
     pub(crate) fn gauges(&self, clocks: &Clocks) -> NamespaceGauges<'_> {
         let active = self.active.load();
         NamespaceGauges {
             name: &self.name,
-            ready: active.as_ref().is_some_and(|a| a.window_open(clocks)),
-            generator_id: active.as_ref().map(|a| a.generator_id),
+            ready: self.is_ready(clocks),
+            generator_id: self.generator_id(),
             ahead_of_wall_ms: active.as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms()),
             metrics: &self.metrics,
         }
     }
 
+    /// Makes the namespace ready: [`activate_generator`](Self::activate_generator) or
+    /// [`activate_store`](Self::activate_store), by source.
+    pub(crate) async fn activate(
+        &self,
+        backends: &Backends,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<(), Error> {
+        match self.source {
+            Source::Generator => {
+                self.activate_generator(backends.coordinator.as_ref(), clocks, server).await
+            }
+            _ => self.activate_store(backends).await,
+        }
+    }
+
+    /// Starts a store source: a segment allocator (which fetches nothing yet), a DecimalId
+    /// source (which takes this start's launch ID and a generator ID from the counters), or an
+    /// icicle client (which makes one ID, so that a start with no Redis node answering fails).
+    async fn activate_store(&self, backends: &Backends) -> Result<(), Error> {
+        let missing = |what: &str| {
+            Error::Config(format!(
+                "namespace `{}`: source `{}` needs {what}, and none was given",
+                self.name, self.source
+            ))
+        };
+        let issuer = match self.source {
+            Source::Segment => {
+                let store = backends.segments.clone().ok_or_else(|| missing("a segment store"))?;
+                let backend = store.name();
+                let allocator =
+                    SegmentAllocator::new(store, &self.name, self.config.segment_options())
+                        .map_err(|e| Error::Config(format!("namespace `{}`: {e}", self.name)))?;
+                StoreIssuer::Segment { allocator, backend }
+            }
+            Source::Counters => {
+                let counters =
+                    backends.counters.clone().ok_or_else(|| missing("a counter store"))?;
+                let backend = counters.name();
+                let (launch, generator) = self.config.counter_names();
+                let options = self.config.decimal_options();
+                let source = DecimalIds::start(counters, &launch, &generator, options).await?;
+                tracing::info!(namespace = %self.name, launch_id = source.launch_id(), generator_id = source.generator_id(), counters = backend, "decimal-id launch recorded");
+                StoreIssuer::Counters { source, backend }
+            }
+            #[cfg(feature = "redis")]
+            Source::Redis => {
+                let client = backends.redis.clone().ok_or_else(|| missing("redis nodes"))?;
+                client.generate().await?;
+                StoreIssuer::Redis(client)
+            }
+            #[cfg(not(feature = "redis"))]
+            Source::Redis => return Err(missing("a build of idmint-server with feature `redis`")),
+            Source::Generator => {
+                return Err(Error::Config(format!(
+                    "namespace `{}` issues from a generator, not a store",
+                    self.name
+                )));
+            }
+        };
+        self.store.store(Some(Arc::new(issuer)));
+        self.store_healthy.store(true, Ordering::Release);
+        tracing::info!(namespace = %self.name, source = %self.source, "namespace ready");
+        Ok(())
+    }
+
     /// Claims a generator ID, starts a generator above the stored mark, stores the first
     /// window, and only then makes the namespace ready.
-    pub(crate) async fn activate(
+    pub(crate) async fn activate_generator(
         &self,
         coordinator: &dyn Coordinator,
         clocks: &Clocks,
@@ -242,22 +451,6 @@ impl Namespace {
         let mut node = self.layout.identity(claim.generator_id())?;
         node.extend(self.config.field_values());
         let wall = clocks.wall_ms();
-        if self.layout.name() == DecimalId::NAME {
-            // DecimalId has no clock: its mark is its launch log. Every start takes the next
-            // launch ID and stores it before issuing, so a restart never repeats one.
-            let launch = claim.mark_ms().unwrap_or(0) + 1;
-            if launch > DecimalId::MAX_LAUNCH_ID {
-                return Err(Error::Core(idmint_core::Error::CounterExhausted {
-                    what: "decimal-id launch ids",
-                    capacity: DecimalId::MAX_LAUNCH_ID,
-                }));
-            }
-            node.retain(|(name, _)| name != "launch_id");
-            node.push(("launch_id".to_owned(), FieldValue::Number(launch)));
-            coordinator.store_mark(claim, launch).await?;
-            let generator = self.layout.generator(&node, &GeneratorConfig::default())?;
-            return Ok((generator, Anchor::new(0, wall, clocks.mono_ms()), launch));
-        }
         let floor = claim.mark_ms().map_or(0, |mark| mark + 1);
         let ahead = floor.saturating_sub(wall);
         if ahead > server.max_ahead_ms && !server.allow_ahead {
@@ -333,7 +526,7 @@ impl Namespace {
             }
             let Some(active) = self.active.load_full() else {
                 // Not ready: claim again, backing off while claims fail.
-                match self.activate(coordinator.as_ref(), &clocks, &server).await {
+                match self.activate_generator(coordinator.as_ref(), &clocks, &server).await {
                     Ok(()) => {
                         retry = first;
                         warned = false;
@@ -366,6 +559,87 @@ impl Namespace {
                 let _ = coordinator.release(&active.claim).await;
             }
         }
+    }
+
+    /// For store sources: until `shutdown`, starts the store if it is not started yet (a
+    /// spare whose Redis nodes did not answer at start), and while its last call failed,
+    /// probes it with one ID (a gap) until a call succeeds, so that readiness returns without
+    /// client traffic. Backs off while it fails.
+    pub(crate) async fn maintain_store(
+        self: Arc<Self>,
+        backends: Backends,
+        server: Arc<ServerConfig>,
+        shutdown: CancellationToken,
+    ) {
+        let longest = Duration::from_millis(server.claim_retry_ms);
+        let first = RECLAIM_BACKOFF_MIN.min(longest);
+        let mut retry = first;
+        let mut warned = false;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(retry) => {}
+            }
+            let result = match self.store.load_full() {
+                // A start cut short by shutdown only wastes what it took (a launch ID, an ID).
+                None => tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    started = self.activate_store(&backends) => started,
+                },
+                Some(_) if self.store_healthy.load(Ordering::Acquire) => Ok(()),
+                Some(issuer) => {
+                    let mut probe: Vec<u64> = Vec::new();
+                    let outcome = self.call_store(&issuer, 1, server.max_wait_ms, &mut probe).await;
+                    if outcome.is_ok() {
+                        tracing::info!(namespace = %self.name, backend = issuer.backend(), "the store answers again; ready");
+                    }
+                    outcome
+                }
+            };
+            match result {
+                Ok(()) => {
+                    retry = first;
+                    warned = false;
+                }
+                Err(e) => {
+                    if !std::mem::replace(&mut warned, true) {
+                        tracing::warn!(namespace = %self.name, error = %e, "the id store does not answer; not ready, retrying");
+                    } else {
+                        tracing::debug!(namespace = %self.name, error = %e, "the id store does not answer; retrying");
+                    }
+                    retry = (retry * 2).min(longest);
+                }
+            }
+        }
+    }
+
+    /// One call to a store source for `count` IDs, within `max_wait_ms`, recording its
+    /// outcome as the namespace's health. On an error `ids` is as it was.
+    async fn call_store<S: IdSink>(
+        &self,
+        issuer: &StoreIssuer,
+        count: u64,
+        max_wait_ms: u64,
+        ids: &mut S,
+    ) -> Result<(), Error> {
+        let start = ids.len();
+        let wait = Duration::from_millis(max_wait_ms);
+        let result = match tokio::time::timeout(wait, issuer.fill(count, ids)).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Coord(idmint_coord::Error::Unavailable {
+                backend: issuer.backend(),
+                reason: format!("no answer within {max_wait_ms} ms"),
+            })),
+        };
+        match &result {
+            Ok(()) => self.store_healthy.store(true, Ordering::Release),
+            Err(_) => {
+                ids.truncate(start);
+                self.store_healthy.store(false, Ordering::Release);
+                NamespaceMetrics::add(&self.metrics.store_failures, 1);
+            }
+        }
+        result
     }
 
     async fn extend_if_needed(
@@ -458,6 +732,13 @@ impl Namespace {
         max_wait_ms: u64,
         ids: &mut S,
     ) -> Result<(), Error> {
+        if self.source != Source::Generator {
+            let issuer =
+                self.store.load_full().ok_or_else(|| Error::NotReady(self.name.clone()))?;
+            self.call_store(&issuer, count, max_wait_ms, ids).await?;
+            NamespaceMetrics::add(&self.metrics.ids_issued, count);
+            return Ok(());
+        }
         let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
         ids.reserve(usize::try_from(count).unwrap_or(0).min(1 << 20));
         let start = ids.len();
@@ -498,8 +779,14 @@ impl Namespace {
         Ok(())
     }
 
-    /// Stops issuing, stores the final mark, and releases the claim (the mark stays).
+    /// Stops issuing, stores the final mark, and releases the claim (the mark stays). A store
+    /// source has nothing to persist or release: the unused rest of its ranges (or of its
+    /// DecimalId generator ID) is a gap.
     pub(crate) async fn deactivate(&self, coordinator: &dyn Coordinator) -> Result<(), Error> {
+        if self.store.swap(None).is_some() {
+            self.store_healthy.store(false, Ordering::Release);
+            return Ok(());
+        }
         let Some(active) = self.active.swap(None) else { return Ok(()) };
         // Every issued ID lies at or below the stored mark already (the ceiling is never above
         // it); storing it once more makes sure it is durable before the claim goes.

@@ -7,20 +7,22 @@ mod common;
 use std::{net::SocketAddr, sync::Arc};
 
 use common::{
-    TestServer,
     check::{assert_unique, report},
     clock,
     http::{self, Response},
 };
-use idmint_coord::MemoryCoordinator;
+use idmint_coord::{MemoryCoordinator, MemoryStore};
 use idmint_core::Layout;
-use idmint_server::{NamespaceConfig, ServerConfig};
+use idmint_server::{Backends, Error, NamespaceConfig, Server, ServerConfig};
 use proptest::prelude::*;
+use tokio::{runtime::Runtime, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "s3cret-token";
 
 /// The default (snowflake) namespace, one with a token, and one per built-in layout
-/// (`l-<layout>`).
+/// (`l-<layout>`, each from its layout's default source: `l-sequence` from segments,
+/// `l-decimal-id` from counters).
 fn config() -> ServerConfig {
     let mut namespaces = vec![
         NamespaceConfig::named("default"),
@@ -35,8 +37,44 @@ fn config() -> ServerConfig {
     ServerConfig { namespaces, ..ServerConfig::default() }
 }
 
-fn start() -> TestServer {
-    TestServer::start(config(), Arc::new(MemoryCoordinator::new()), clock(0)).expect("start")
+/// A server over memory stores (claims, segments, counters), serving HTTP on a free port from
+/// its own runtime.
+struct Served {
+    runtime: Runtime,
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl Served {
+    fn get(&self, target: &str) -> Response {
+        http::get(self.addr, target)
+    }
+
+    fn stop(self) -> Result<(), Error> {
+        self.shutdown.cancel();
+        self.runtime.block_on(self.task).expect("the serve task panicked")
+    }
+}
+
+fn start() -> Served {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let store = Arc::new(MemoryStore::new());
+    let backends = Backends {
+        segments: Some(store.clone()),
+        counters: Some(store),
+        ..Backends::new(Arc::new(MemoryCoordinator::new()))
+    };
+    let server = runtime.block_on(Server::start_with(config(), backends, clock(0))).expect("start");
+    let listener = runtime.block_on(idmint_server::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().expect("local address");
+    let shutdown = CancellationToken::new();
+    let task = runtime.spawn(idmint_server::serve(server, listener, shutdown.clone()));
+    Served { runtime, addr, shutdown, task }
 }
 
 /// One malformed request and what it must get.

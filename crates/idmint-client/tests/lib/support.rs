@@ -176,6 +176,7 @@ async fn fake_namespaces(State(script): State<Arc<Script>>) -> axum::Json<Namesp
             ids_per_second: 4_096_000,
             generators: 1024,
             auth: false,
+            source: "generator".into(),
         }],
     })
 }

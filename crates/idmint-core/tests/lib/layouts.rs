@@ -460,6 +460,33 @@ proptest! {
         prop_assert_eq!(HotGuid::from_sql_guid_bytes(id.to_sql_guid_bytes()), id);
     }
 
+    /// `sequence`: the ID is its one field, `value`, in 1..=2^63−1; no time, no generator.
+    #[test]
+    fn sequence(value in within(1, i64::MAX as u64), over in excess()) {
+        let layout = builtin("sequence");
+        let fields = vec![num("value", value)];
+        let id = layout.encode(&fields)?;
+        prop_assert_eq!(id, AnyId::U64(value));
+        prop_assert_eq!(layout.decode(id)?, fields);
+        prop_assert_eq!(layout.time_ms(id, NOW_MS)?, None);
+        for format in Format::ALL.into_iter().filter(|f| f.supports(64)) {
+            let text = layout.format(id, format)?;
+            prop_assert_eq!(layout.parse(&text, format)?, id);
+        }
+        // Out of range: refused by `encode` and by `decode`, never masked.
+        for bad in [0, (i64::MAX as u64).saturating_add(1).saturating_add(over)] {
+            let want = Err(Error::FieldOutOfRange {
+                field: "value".into(),
+                value: bad,
+                min: 1,
+                max: i64::MAX as u64,
+            });
+            prop_assert_eq!(layout.encode(&[num("value", bad)]), want);
+            let refused = matches!(layout.decode(AnyId::U64(bad)), Err(Error::InvalidId { .. }));
+            prop_assert!(refused);
+        }
+    }
+
     /// A custom layout: `pack`/`unpack` are its typed API.
     #[test]
     fn custom(values in custom_values(), pick in any::<usize>(), over in excess()) {
@@ -578,5 +605,28 @@ fn decode_refuses_the_wrong_width() {
             matches!(layout.decode(wrong), Err(Error::InvalidId { .. })),
             "{name} decoded {wrong:?}"
         );
+    }
+}
+
+/// `sequence` IDs come from a segment store: the layout has no generator, says so clearly,
+/// and describes itself without a clock.
+#[test]
+fn sequence_has_no_generator_and_no_clock() {
+    let layout = builtin("sequence");
+    assert!(!layout.has_generator());
+    let err = layout.generator(&[], &idmint_core::GeneratorConfig::default()).unwrap_err();
+    assert!(matches!(&err, Error::InvalidLayout(m) if m.contains("segment store")), "{err}");
+    assert!(layout.with_epoch(0).is_err());
+    assert_eq!(layout.epoch_ms(), None);
+    assert_eq!(layout.generator_count(), 1);
+    assert_eq!(layout.identity(0), Ok(Vec::new()));
+    let capacity = layout.capacity();
+    assert_eq!((capacity.tick_ms, capacity.end.clone()), (0, None));
+    assert_eq!(capacity.ids_per_tick, i64::MAX as u64);
+    let segments = layout.segments().expect("a bit diagram");
+    assert_eq!(segments.iter().map(|s| s.width()).sum::<u32>(), 64);
+    // Every other built-in has a generator.
+    for (name, _) in Layout::builtins().iter().filter(|(n, _)| *n != "sequence") {
+        assert!(builtin(name).has_generator(), "{name}");
     }
 }
