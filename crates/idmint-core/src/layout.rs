@@ -659,29 +659,12 @@ impl Layout {
                     generators: 1 << 40,
                 }
             }
-            Kind::DecimalId => Capacity {
-                tick_ms: 0,
-                start_ms: None,
-                end_ms: None,
-                wrap_ms: None,
-                start: None,
-                end: None,
-                ids_per_tick: DecimalId::MAX_COUNTER,
-                ids_per_second_per_generator: 0,
-                generators: (DecimalId::MAX_GENERATOR_ID + 1) * (DecimalId::MAX_LAUNCH_ID + 1),
-            },
+            Kind::DecimalId => clockless_capacity(
+                DecimalId::MAX_COUNTER,
+                (DecimalId::MAX_GENERATOR_ID + 1) * (DecimalId::MAX_LAUNCH_ID + 1),
+            ),
             // One sequence per namespace, shared by every server that takes ranges of it.
-            Kind::Sequence => Capacity {
-                tick_ms: 0,
-                start_ms: None,
-                end_ms: None,
-                wrap_ms: None,
-                start: None,
-                end: None,
-                ids_per_tick: SEQUENCE_MAX,
-                ids_per_second_per_generator: 0,
-                generators: 1,
-            },
+            Kind::Sequence => clockless_capacity(SEQUENCE_MAX, 1),
         }
     }
 
@@ -1448,3 +1431,18 @@ impl Iterator for AnyBatch {
 
 impl ExactSizeIterator for AnyBatch {}
 impl std::iter::FusedIterator for AnyBatch {}
+
+/// The capacity of a layout without a clock: `ids` IDs per generator, no dates, no rate.
+fn clockless_capacity(ids: u64, generators: u64) -> Capacity {
+    Capacity {
+        tick_ms: 0,
+        start_ms: None,
+        end_ms: None,
+        wrap_ms: None,
+        start: None,
+        end: None,
+        ids_per_tick: ids,
+        ids_per_second_per_generator: 0,
+        generators,
+    }
+}

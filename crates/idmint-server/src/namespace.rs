@@ -33,9 +33,53 @@ use crate::{
     metrics::{NamespaceGauges, NamespaceMetrics},
 };
 
-/// The first wait between attempts to claim a generator ID again; the longest is
-/// `ServerConfig::claim_retry_ms`.
+/// The first wait between attempts to claim a generator ID (or start a store) again; the
+/// longest is `ServerConfig::claim_retry_ms`.
 const RECLAIM_BACKOFF_MIN: Duration = Duration::from_millis(50);
+
+/// The waits of a background task that retries while it fails: from
+/// [`RECLAIM_BACKOFF_MIN`], doubling up to `ServerConfig::claim_retry_ms`, with one warning per
+/// streak of failures and the rest at debug level (a spare waiting for a generator ID would
+/// otherwise log every attempt).
+struct Backoff {
+    first: Duration,
+    longest: Duration,
+    next: Duration,
+    /// Whether the current streak of failures was logged as a warning already.
+    warned: bool,
+}
+
+impl Backoff {
+    fn new(server: &ServerConfig) -> Self {
+        let longest = Duration::from_millis(server.claim_retry_ms);
+        let first = RECLAIM_BACKOFF_MIN.min(longest);
+        Backoff { first, longest, next: first, warned: false }
+    }
+
+    /// The wait before the next attempt.
+    fn wait(&self) -> Duration {
+        self.next
+    }
+
+    /// An attempt worked: the next streak of failures starts over.
+    fn succeeded(&mut self) {
+        self.next = self.first;
+        self.warned = false;
+    }
+
+    /// Logs a failed attempt (`what` failed) and returns the wait before the next one; the
+    /// wait after that is twice as long, up to the limit.
+    fn failed(&mut self, namespace: &str, error: &Error, what: &str) -> Duration {
+        if !std::mem::replace(&mut self.warned, true) {
+            tracing::warn!(namespace, error = %error, "{what}; retrying");
+        } else {
+            tracing::debug!(namespace, error = %error, "{what}; retrying");
+        }
+        let wait = self.next;
+        self.next = (self.next * 2).min(self.longest);
+        wait
+    }
+}
 
 /// Whether a failed claim may succeed later by itself, so that a server with `wait_for_claim`
 /// starts without it and keeps trying: every generator ID it may take is held (by servers that
@@ -513,11 +557,7 @@ impl Namespace {
     ) {
         let window_ms = server.window_ms;
         let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
-        let longest = Duration::from_millis(server.claim_retry_ms);
-        let first = RECLAIM_BACKOFF_MIN.min(longest);
-        let mut retry = first;
-        // Whether the current streak of failed claims was logged as a warning already.
-        let mut warned = false;
+        let mut backoff = Backoff::new(&server);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -527,23 +567,13 @@ impl Namespace {
             let Some(active) = self.active.load_full() else {
                 // Not ready: claim again, backing off while claims fail.
                 match self.activate_generator(coordinator.as_ref(), &clocks, &server).await {
-                    Ok(()) => {
-                        retry = first;
-                        warned = false;
-                    }
+                    Ok(()) => backoff.succeeded(),
                     Err(e) => {
-                        // Once per streak of failures; a spare waiting for a generator ID
-                        // would otherwise log every attempt.
-                        if !std::mem::replace(&mut warned, true) {
-                            tracing::warn!(namespace = %self.name, error = %e, "could not claim a generator id; retrying");
-                        } else {
-                            tracing::debug!(namespace = %self.name, error = %e, "could not claim a generator id; retrying");
-                        }
+                        let wait = backoff.failed(&self.name, &e, "could not claim a generator id");
                         tokio::select! {
                             () = shutdown.cancelled() => return,
-                            () = tokio::time::sleep(retry) => {}
+                            () = tokio::time::sleep(wait) => {}
                         }
-                        retry = (retry * 2).min(longest);
                     }
                 }
                 continue;
@@ -571,14 +601,11 @@ impl Namespace {
         server: Arc<ServerConfig>,
         shutdown: CancellationToken,
     ) {
-        let longest = Duration::from_millis(server.claim_retry_ms);
-        let first = RECLAIM_BACKOFF_MIN.min(longest);
-        let mut retry = first;
-        let mut warned = false;
+        let mut backoff = Backoff::new(&server);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(retry) => {}
+                () = tokio::time::sleep(backoff.wait()) => {}
             }
             let result = match self.store.load_full() {
                 // A start cut short by shutdown only wastes what it took (a launch ID, an ID).
@@ -597,17 +624,9 @@ impl Namespace {
                 }
             };
             match result {
-                Ok(()) => {
-                    retry = first;
-                    warned = false;
-                }
+                Ok(()) => backoff.succeeded(),
                 Err(e) => {
-                    if !std::mem::replace(&mut warned, true) {
-                        tracing::warn!(namespace = %self.name, error = %e, "the id store does not answer; not ready, retrying");
-                    } else {
-                        tracing::debug!(namespace = %self.name, error = %e, "the id store does not answer; retrying");
-                    }
-                    retry = (retry * 2).min(longest);
+                    backoff.failed(&self.name, &e, "the id store does not answer; not ready");
                 }
             }
         }
