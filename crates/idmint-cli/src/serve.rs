@@ -463,7 +463,14 @@ async fn backends(
         Some(url) => Some(postgres_store(url).await?),
         None => None,
     };
-    let file_store = || file_store(&stores.data_dir);
+    // Segments and counters in the file store share one handle.
+    let mut opened: Option<Arc<FileStore>> = None;
+    let mut file_store = || -> anyhow::Result<Arc<FileStore>> {
+        match &opened {
+            Some(store) => Ok(Arc::clone(store)),
+            None => Ok(Arc::clone(opened.insert(file_store(&stores.data_dir)?))),
+        }
+    };
     let mut backends = Backends::new(coordinator);
     if sources.contains(&Source::Segment) {
         backends.segments = Some(match &postgres {

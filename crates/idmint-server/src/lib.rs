@@ -192,21 +192,28 @@ impl Backends {
         let redis = self.redis.is_some();
         #[cfg(not(feature = "redis"))]
         let redis = false;
-        let (given, what) = match source {
-            Source::Generator => (true, ""),
-            Source::Segment => (self.segments.is_some(), "a segment store"),
-            Source::Counters => (self.counters.is_some(), "a counter store"),
-            Source::Redis if cfg!(feature = "redis") => (redis, "redis nodes"),
-            Source::Redis => (false, "a build of idmint-server with feature `redis`"),
+        let given = match source {
+            Source::Generator => true,
+            Source::Segment => self.segments.is_some(),
+            Source::Counters => self.counters.is_some(),
+            Source::Redis => redis,
         };
-        if given {
-            Ok(())
-        } else {
-            Err(Error::Config(format!(
-                "namespace `{namespace}`: source `{source}` needs {what}, and none was given"
-            )))
-        }
+        if given { Ok(()) } else { Err(missing_store(namespace, source)) }
     }
+}
+
+/// The error for a namespace whose source needs a store that its [`Backends`] lack.
+fn missing_store(namespace: &str, source: Source) -> Error {
+    let what = match source {
+        Source::Generator => "a coordinator",
+        Source::Segment => "a segment store",
+        Source::Counters => "a counter store",
+        Source::Redis if cfg!(feature = "redis") => "redis nodes",
+        Source::Redis => "a build of idmint-server with feature `redis`",
+    };
+    Error::Config(format!(
+        "namespace `{namespace}`: source `{source}` needs {what}, and none was given"
+    ))
 }
 
 /// A running ID service: its namespaces, backends, clocks and metrics.

@@ -393,15 +393,10 @@ impl Namespace {
     /// source (which takes this start's launch ID and a generator ID from the counters), or an
     /// icicle client (which makes one ID, so that a start with no Redis node answering fails).
     async fn activate_store(&self, backends: &Backends) -> Result<(), Error> {
-        let missing = |what: &str| {
-            Error::Config(format!(
-                "namespace `{}`: source `{}` needs {what}, and none was given",
-                self.name, self.source
-            ))
-        };
+        let missing = || crate::missing_store(&self.name, self.source);
         let issuer = match self.source {
             Source::Segment => {
-                let store = backends.segments.clone().ok_or_else(|| missing("a segment store"))?;
+                let store = backends.segments.clone().ok_or_else(missing)?;
                 let backend = store.name();
                 let allocator =
                     SegmentAllocator::new(store, &self.name, self.config.segment_options())
@@ -409,8 +404,7 @@ impl Namespace {
                 StoreIssuer::Segment { allocator, backend }
             }
             Source::Counters => {
-                let counters =
-                    backends.counters.clone().ok_or_else(|| missing("a counter store"))?;
+                let counters = backends.counters.clone().ok_or_else(missing)?;
                 let backend = counters.name();
                 let (launch, generator) = self.config.counter_names();
                 let options = self.config.decimal_options();
@@ -420,12 +414,12 @@ impl Namespace {
             }
             #[cfg(feature = "redis")]
             Source::Redis => {
-                let client = backends.redis.clone().ok_or_else(|| missing("redis nodes"))?;
+                let client = backends.redis.clone().ok_or_else(missing)?;
                 client.generate().await?;
                 StoreIssuer::Redis(client)
             }
             #[cfg(not(feature = "redis"))]
-            Source::Redis => return Err(missing("a build of idmint-server with feature `redis`")),
+            Source::Redis => return Err(missing()),
             Source::Generator => {
                 return Err(Error::Config(format!(
                     "namespace `{}` issues from a generator, not a store",
