@@ -6,6 +6,7 @@
 
 mod bench;
 mod decode;
+mod doctor;
 mod encode;
 mod explain;
 mod generate;
@@ -37,7 +38,8 @@ use clap::{
   idmint explain snowflake
   idmint layouts
   idmint serve
-  idmint serve --layout sequence"
+  idmint serve --layout sequence
+  idmint doctor ./idmint-data"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -65,6 +67,9 @@ enum Command {
     Lease(lease::Args),
     /// Load a running server and report rates and latencies (for benchmarks).
     Bench(bench::Args),
+    /// Check a data directory against its journal (copied, restored, lost or rolled-back
+    /// files), without changing it.
+    Doctor(doctor::Args),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +101,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Icicle(args) => icicle::run(&args, &mut out)?,
         Command::Lease(args) => lease::run(&args, &mut out)?,
         Command::Bench(args) => bench::run(&args, &mut out)?,
+        Command::Doctor(args) => doctor::run(&args, &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -12,8 +12,8 @@ use std::{
 
 use anyhow::Context;
 use clap::Parser;
-use idmint_coord::{Coordinator, CounterStore, FileCoordinator, FileStore, SegmentStore};
-use idmint_core::SystemClock;
+use idmint_coord::{Adopt, Coordinator, CounterStore, FileCoordinator, FileStore, SegmentStore};
+use idmint_core::{Clock, SystemClock};
 use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig, Source};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -139,6 +139,17 @@ pub(crate) struct Args {
     /// [default: false].
     #[arg(long, env = "IDMINT_ALLOW_AHEAD")]
     allow_ahead: bool,
+    /// Start on a data directory that is not what idmint last wrote (copied, restored, a mark
+    /// or store file lost or rolled back), once you are sure that no other copy of it is in
+    /// use: claims then start above the clock plus --adopt-margin-ms or their stored marks,
+    /// whichever is greater, segments jump by 10^12 and counters by 1,000. See RELIABILITY.md
+    /// [default: false].
+    #[arg(long, env = "IDMINT_ADOPT_DATA_DIR")]
+    adopt_data_dir: bool,
+    /// The safety margin of --adopt-data-dir, in ms: it must cover how far this machine's clock
+    /// may be behind the times of IDs the other copy issued [default: 600000].
+    #[arg(long, env = "IDMINT_ADOPT_MARGIN_MS", value_name = "MS", requires = "adopt_data_dir")]
+    adopt_margin_ms: Option<u64>,
     /// Log filter, as in RUST_LOG [default: info].
     #[arg(long, env = "IDMINT_LOG", value_name = "FILTER")]
     log: Option<String>,
@@ -329,13 +340,18 @@ enum Store {
 
 /// The folder of the file store (segments and counters) inside the data directory. Namespace
 /// folders of the file coordinator never contain a `.`, so the two never meet.
-const FILE_STORE_DIR: &str = "store.d";
+pub(crate) const FILE_STORE_DIR: &str = "store.d";
+
+/// The safety margin of --adopt-data-dir: ten minutes of clock error.
+const DEFAULT_ADOPT_MARGIN_MS: u64 = 600_000;
 
 /// The stores of the other sources, after flags, environment and file are merged.
 #[derive(Debug)]
 struct StoreSettings {
     /// The data directory (the file store lives in its `store.d`).
     data_dir: PathBuf,
+    /// Set with --adopt-data-dir: open the data directory even if it is not trusted.
+    adopt: Option<Adopt>,
     postgres: Option<String>,
     redis: Vec<String>,
     counters: CountersArg,
@@ -367,7 +383,11 @@ impl StoreSettings {
             "--counters postgres needs --postgres"
         );
         anyhow::ensure!(counters != CountersArg::Etcd || etcd, "--counters etcd needs --etcd");
-        Ok(StoreSettings { data_dir, postgres, redis, counters })
+        let adopt = args.adopt_data_dir.then(|| Adopt {
+            now_ms: SystemClock.now_ms(),
+            margin_ms: args.adopt_margin_ms.unwrap_or(DEFAULT_ADOPT_MARGIN_MS),
+        });
+        Ok(StoreSettings { data_dir, adopt, postgres, redis, counters })
     }
 }
 
@@ -387,6 +407,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         None => Store::File(data_dir.clone()),
     };
     let stores = StoreSettings::resolve(args, &file, data_dir, matches!(store, Store::Etcd(_)))?;
+    anyhow::ensure!(
+        stores.adopt.is_none() || matches!(store, Store::File(_)),
+        "--adopt-data-dir is for the embedded store's data directory, not --etcd"
+    );
     let file_namespaces = file.server.as_ref().is_some_and(|s| !s.namespaces.is_empty());
     let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
     let grpc_listen = args.grpc_listen.clone().or(file.grpc_listen);
@@ -468,7 +492,7 @@ async fn backends(
     let mut file_store = || -> anyhow::Result<Arc<FileStore>> {
         match &opened {
             Some(store) => Ok(Arc::clone(store)),
-            None => Ok(Arc::clone(opened.insert(file_store(&stores.data_dir)?))),
+            None => Ok(Arc::clone(opened.insert(file_store(&stores.data_dir, stores.adopt)?))),
         }
     };
     let mut backends = Backends::new(coordinator);
@@ -502,7 +526,7 @@ async fn backends(
 }
 
 /// The file store in `<data_dir>/store.d`, its folder created durably.
-fn file_store(data_dir: &Path) -> anyhow::Result<Arc<FileStore>> {
+fn file_store(data_dir: &Path, adopt: Option<Adopt>) -> anyhow::Result<Arc<FileStore>> {
     let dir = data_dir.join(FILE_STORE_DIR);
     if !dir.is_dir() {
         std::fs::create_dir_all(&dir)
@@ -512,7 +536,10 @@ fn file_store(data_dir: &Path) -> anyhow::Result<Arc<FileStore>> {
             .and_then(|d| d.sync_all())
             .with_context(|| format!("cannot sync {}", data_dir.display()))?;
     }
-    Ok(Arc::new(FileStore::open(&dir)?))
+    Ok(Arc::new(match adopt {
+        Some(adopt) => FileStore::open_adopting(&dir, adopt)?,
+        None => FileStore::open(&dir)?,
+    }))
 }
 
 /// One Postgres store, as both of its faces.
@@ -566,10 +593,18 @@ async fn etcd_counters(_settings: &EtcdSettings) -> anyhow::Result<Arc<dyn Count
 }
 
 /// Opens the store: the data directory, or a connection to etcd.
-async fn coordinator(store: &Store, unfenced: bool) -> anyhow::Result<Arc<dyn Coordinator>> {
-    match store {
-        Store::File(dir) => Ok(Arc::new(FileCoordinator::open(dir)?)),
-        Store::Etcd(settings) => etcd_coordinator(settings, unfenced).await,
+async fn coordinator(
+    store: &Store,
+    adopt: Option<Adopt>,
+    unfenced: bool,
+) -> anyhow::Result<Arc<dyn Coordinator>> {
+    match (store, adopt) {
+        (Store::File(dir), None) => Ok(Arc::new(FileCoordinator::open(dir)?)),
+        (Store::File(dir), Some(adopt)) => {
+            tracing::warn!(data_dir = %dir.display(), margin_ms = adopt.margin_ms, "adopting the data directory: claims start above the clock plus the margin");
+            Ok(Arc::new(FileCoordinator::open_adopting(dir, adopt)?))
+        }
+        (Store::Etcd(settings), _) => etcd_coordinator(settings, unfenced).await,
     }
 }
 
@@ -651,7 +686,7 @@ async fn serve(
     stores: StoreSettings,
     unfenced: bool,
 ) -> anyhow::Result<()> {
-    let coordinator = coordinator(&store, unfenced).await?;
+    let coordinator = coordinator(&store, stores.adopt, unfenced).await?;
     let backends = backends(coordinator, &config, &stores, &store).await?;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;

@@ -442,9 +442,18 @@ fn help_and_version() {
 
 #[test]
 fn help_examples_fit_and_run() {
-    for command in
-        ["", "gen", "encode", "decode", "explain", "layouts", "serve", "bench", "icicle set-shard"]
-    {
+    for command in [
+        "",
+        "gen",
+        "encode",
+        "decode",
+        "explain",
+        "layouts",
+        "serve",
+        "bench",
+        "icicle set-shard",
+        "doctor",
+    ] {
         let args: Vec<&str> = command.split_whitespace().chain(["--help"]).collect();
         let help = check(&args, Expect::Succeeds);
         let examples = help.split("Examples:\n").nth(1).expect("an Examples: section");
@@ -457,12 +466,14 @@ fn help_examples_fit_and_run() {
             }
             // Examples that need a file or a shell, that start a server (which runs until it
             // is stopped), that load one (which needs it running) or that set up Redis nodes
-            // (which need them running; tests/backends.rs runs set-shard on real ones), are
-            // shown, not run.
+            // (which need them running; tests/backends.rs runs set-shard on real ones), or that
+            // check a data directory (tests/serve.rs runs doctor on real ones), are shown, not
+            // run.
             if ["|", ">", ".toml"].iter().any(|s| example.contains(s))
                 || example.starts_with("idmint serve")
                 || example.starts_with("idmint bench")
                 || example.starts_with("idmint icicle")
+                || example.starts_with("idmint doctor")
             {
                 continue;
             }
@@ -530,6 +541,8 @@ fn bad_input_gives_one_error_line() {
         ],
         vec!["explain", "decimal-id", "--epoch", "1000"],
         vec!["decode", "garbage"],
+        vec!["doctor", "/nonexistent/idmint-data"],
+        vec!["doctor", "/dev/null"],
         vec!["decode", "--json", "9223372036854775808"],
         vec!["decode", "--layout", "hot-guid", "1234"],
         vec!["decode", "--layout", "sequence", "0"],

@@ -97,6 +97,52 @@ fn fetch(serve: &Serve, batches: usize) -> Vec<u64> {
     ids
 }
 
+/// Starts `idmint serve` where it must refuse to start: its exit status and stderr (ANSI
+/// codes removed). Panics if it is still running after [`PROCESS_TIMEOUT`].
+fn refused_start(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
+    let mut refused =
+        serve_command("127.0.0.1:0", data_dir, args, env).spawn().expect("start idmint serve");
+    let deadline = Instant::now() + PROCESS_TIMEOUT;
+    let status = loop {
+        if let Some(status) = refused.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!("idmint serve did not exit; it should have refused to start");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    refused.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
+    (status, strip_ansi(&stderr))
+}
+
+/// Asserts that a refusal is one `error:` line, exit 1, that names `what` and the way forward.
+fn assert_refused((status, stderr): &(ExitStatus, String), what: &str) {
+    assert_eq!(status.code(), Some(1), "exit status: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line on stderr:\n{stderr}");
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains(what)
+            && stderr.contains("--adopt-data-dir"),
+        "the refusal does not say `{what}` and how to proceed: {stderr}"
+    );
+}
+
+/// Prints what a negative control caught (shown with `--nocapture`).
+#[allow(clippy::print_stderr)]
+fn report_control(test: &str, ids: usize, caught: usize) {
+    eprintln!("{test} (negative control): {caught} of {ids} ids repeated or at/below earlier ones");
+}
+
+/// `cp -a FROM TO`.
+fn cp_a(from: &Path, to: &Path) {
+    let status = Command::new("cp").arg("-a").arg(from).arg(to).status().expect("cp -a");
+    assert!(status.success(), "cp -a {} {}", from.display(), to.display());
+}
+
 /// Under `CI=true` a missing tool fails the test; elsewhere the test is skipped, saying why.
 #[allow(clippy::print_stderr)]
 fn missing_tool(what: &str) {
@@ -221,24 +267,7 @@ fn second_server_on_the_same_generator_id_exits_with_one_clear_error() {
     let mut first = Serve::start(dir.path(), &["--generator-id", "0"], &[]);
     assert_eq!(first.generator_id(), 0);
 
-    let mut refused = serve_command("127.0.0.1:0", dir.path(), &["--generator-id", "0"], &[])
-        .spawn()
-        .expect("start a second idmint serve");
-    let deadline = Instant::now() + PROCESS_TIMEOUT;
-    let status = loop {
-        if let Some(status) = refused.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = refused.kill();
-            let _ = refused.wait();
-            panic!("the second server did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut stderr = String::new();
-    refused.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
-    let stderr = strip_ansi(&stderr);
+    let (status, stderr) = refused_start(dir.path(), &["--generator-id", "0"], &[]);
     assert_eq!(status.code(), Some(1), "exit status: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line on stderr:\n{stderr}");
     let holder = format!("pid {}", first.pid());
@@ -321,4 +350,150 @@ fn the_readme_command_serves_1000_ids() {
     assert_eq!(status.code(), Some(0), "exit status after SIGINT:\n{}", serve.full_log());
     assert!(stored_mark(&data_dir, "default", 0) > 0);
     report("the_readme_command", assert_unique(&ids));
+}
+
+/// A live data directory copied with `cp -a` and started beside the original: refused, while
+/// the original keeps serving. Negative control: the copy adopted with no safety margin (the
+/// protection removed) beside the loaded original issues IDs the original issued too.
+#[test]
+fn a_live_copy_of_the_data_dir_is_refused() {
+    let root = tempfile::tempdir().expect("temporary directory");
+    let (original_dir, copy_dir) = (root.path().join("data"), root.path().join("copy"));
+    let window = ["--window-ms", "300"];
+    let mut original = Serve::start(&original_dir, &window, &[]);
+    let mut ids = fetch(&original, 3);
+    cp_a(&original_dir, &copy_dir);
+    assert_refused(&refused_start(&copy_dir, &window, &[]), "copied or restored");
+    ids.extend(fetch(&original, 3));
+    report("a_live_copy_refused", assert_unique(&ids));
+
+    // The control: both hold generator 0; the copy starts just above the copied mark, so
+    // within a window the two issue the same times and sequences.
+    let adopt = ["--window-ms", "300", "--adopt-data-dir", "--adopt-margin-ms", "0"];
+    let copy = Serve::start(&copy_dir, &adopt, &[]);
+    assert_eq!((original.generator_id(), copy.generator_id()), (0, 0));
+    let mut both: Vec<u64> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = std::collections::HashSet::new();
+    let mut duplicates = 0;
+    while duplicates == 0 && Instant::now() < deadline {
+        for serve in [&original, &copy] {
+            for id in serve.get("/v1/batch?count=4000").ids() {
+                duplicates += usize::from(!seen.insert(id));
+                both.push(id);
+            }
+        }
+    }
+    assert!(
+        duplicates > 0,
+        "negative control: no duplicate in {} ids from an unprotected copy",
+        both.len()
+    );
+    report_control("a_live_copy_adopted_with_no_margin", both.len(), duplicates);
+    assert!(original.terminate().success(), "exit after SIGTERM:\n{}", original.full_log());
+}
+
+/// A backup of the data directory taken while it served, restored after the server issued
+/// more IDs, and started with the clock 60 s back (libfaketime): refused. Adopted with the
+/// default margin it issues only IDs above every earlier one; the negative control, adopted
+/// with no margin, issues IDs at or below earlier ones.
+#[test]
+fn a_restored_older_copy_with_the_clock_60s_back_is_refused() {
+    let Some(lib) = libfaketime() else {
+        missing_tool("libfaketime (libfaketime.so.1)");
+        return;
+    };
+    let root = tempfile::tempdir().expect("temporary directory");
+    let (dir, backup) = (root.path().join("data"), root.path().join("backup"));
+    let mut first = Serve::start(&dir, &[], &[]);
+    let mut before = fetch(&first, 2);
+    cp_a(&dir, &backup);
+    // The server goes on past the backup's mark: a few windows' worth of time.
+    let backup_mark = stored_mark(&backup, "default", 0);
+    wait_until("the mark to pass the backup's", PROCESS_TIMEOUT, || {
+        before.extend(fetch(&first, 1));
+        stored_mark(&dir, "default", 0) > backup_mark + 3_000
+    });
+    assert!(first.terminate().success(), "exit after SIGTERM:\n{}", first.full_log());
+    let restore = |into: &Path| {
+        if into.exists() {
+            std::fs::remove_dir_all(into).expect("rm");
+        }
+        cp_a(&backup, into);
+    };
+    restore(&dir);
+    let lib = lib.to_string_lossy().into_owned();
+    let faked = [("LD_PRELOAD", lib.as_str()), ("FAKETIME", "-60s"), ("DONT_FAKE_MONOTONIC", "1")];
+    // The evidence: the directory's inode or birth time, or the journal's own inode (a
+    // restore may reuse a freed inode number).
+    assert_refused(&refused_start(&dir, &[], &faked), "restored");
+
+    let mut adopted = Serve::start(&dir, &["--adopt-data-dir"], &faked);
+    let after = fetch(&adopted, 3);
+    assert_all_above(&after, &before);
+    assert!(adopted.terminate().success(), "exit after SIGTERM:\n{}", adopted.full_log());
+    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
+    report("a_restored_older_copy_adopted", assert_unique(&all));
+
+    // The control: the same restore, adopted with no margin, under the clock 60 s back.
+    restore(&dir);
+    let mut unprotected =
+        Serve::start(&dir, &["--adopt-data-dir", "--adopt-margin-ms", "0"], &faked);
+    let again = fetch(&unprotected, 3);
+    let newest = before.iter().max().copied().unwrap_or(0);
+    let repeated = again.iter().filter(|&&id| id <= newest).count();
+    assert!(
+        repeated > 0,
+        "negative control: an unprotected restore issued only ids above the earlier ones"
+    );
+    report_control("a_restored_copy_adopted_with_no_margin", again.len(), repeated);
+    assert!(unprotected.terminate().success(), "exit:\n{}", unprotected.full_log());
+}
+
+/// A `sequence` namespace on the embedded store whose segment file is zeroed or deleted:
+/// `idmint serve` refuses to start and `idmint doctor` reports it (exit 1); on the untouched
+/// directory doctor exits 0. The mark deleted with the claim kept is refused the same way.
+#[test]
+fn lost_or_zeroed_store_and_mark_files_are_refused_and_reported_by_doctor() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sequence = ["--layout", "sequence"];
+    let mut serve = Serve::start(dir.path(), &sequence, &[]);
+    let ids = fetch(&serve, 2);
+    assert!(serve.terminate().success(), "exit after SIGTERM:\n{}", serve.full_log());
+    let doctor = |args: &[&str]| {
+        let out = idmint(["doctor"], &[]).args(args).arg(dir.path()).output().expect("doctor");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, text) = doctor(&[]);
+    assert_eq!(code, Some(0), "doctor on an untouched directory:\n{text}");
+    assert!(
+        text.contains("segments/default") && text.contains("ok: what idmint last wrote"),
+        "{text}"
+    );
+
+    let segment = dir.path().join("store.d/segments/default.json");
+    let kept = std::fs::read(&segment).expect("read the segment file");
+    for (damage, what) in [("zeroed", "went down"), ("deleted", "file is missing")] {
+        if damage == "zeroed" {
+            let text = String::from_utf8_lossy(&kept).into_owned();
+            let value =
+                text.split("\"value\":").nth(1).and_then(|r| r.split(',').next()).expect("value");
+            std::fs::write(&segment, text.replacen(value, "0", 1)).expect("zero in place");
+        } else {
+            std::fs::remove_file(&segment).expect("rm");
+        }
+        assert_refused(&refused_start(dir.path(), &sequence, &[]), what);
+        let (code, text) = doctor(&["--json"]);
+        assert_eq!(code, Some(1), "doctor on a {damage} segment file:\n{text}");
+        assert!(text.contains(what), "doctor does not report the {damage} file:\n{text}");
+    }
+    report("lost_or_zeroed_store_files", assert_unique(&ids));
+
+    // A snowflake namespace's mark deleted, its claim kept.
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut serve = Serve::start(dir.path(), &[], &[]);
+    fetch(&serve, 1);
+    assert!(serve.terminate().success(), "exit after SIGTERM:\n{}", serve.full_log());
+    std::fs::remove_file(dir.path().join("default/0.mark")).expect("rm the mark");
+    assert_refused(&refused_start(dir.path(), &[], &[]), "the mark file is missing");
 }

@@ -79,14 +79,27 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// A local file operation failed.
-    #[error("{context}: {source}")]
+    /// A data directory is not what idmint last wrote: it was copied or restored, or a mark,
+    /// segment or counter file was lost or went back. Nothing is claimed or handed out from
+    /// it; see RELIABILITY.md for the recovery steps.
+    #[error(
+        "data directory {dir} is not what idmint last wrote, so it is not trusted: {}; if no other copy of it can be in use, start once with --adopt-data-dir (ids then jump ahead by a safety margin), otherwise restore the right copy (`idmint doctor` shows the details; see RELIABILITY.md)",
+        problems.join("; ")
+    )]
+    Untrusted {
+        /// The directory.
+        dir: String,
+        /// What was found.
+        problems: Vec<String>,
+    },
+    /// A local file operation failed. The message carries the operating system's error once;
+    /// it is not also the error's source, so that a chain of causes does not repeat it.
+    #[error("{context}: {os}")]
     Io {
         /// What was being done.
         context: String,
         /// The operating system's error.
-        #[source]
-        source: Arc<io::Error>,
+        os: Arc<io::Error>,
     },
     /// The coordination service could not be reached, or did not answer in time.
     #[error("{backend} is unavailable: {reason}")]
@@ -185,7 +198,7 @@ pub enum Error {
 impl Error {
     /// Builds [`Error::Io`].
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Error::Io { context: context.into(), source: Arc::new(source) }
+        Error::Io { context: context.into(), os: Arc::new(source) }
     }
 }
 

@@ -54,6 +54,7 @@ mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod file;
+mod journal;
 mod memory;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -74,7 +75,12 @@ use tokio::sync::watch;
 pub use crate::etcd::{EtcdCoordinator, EtcdOptions, Scheme};
 #[cfg(feature = "redis")]
 pub use crate::icicle::{IcicleClient, IcicleOptions};
-pub use crate::{error::Error, file::FileCoordinator, memory::MemoryCoordinator};
+pub use crate::{
+    error::Error,
+    file::FileCoordinator,
+    journal::{Adopt, DataDirReport, FileReport},
+    memory::MemoryCoordinator,
+};
 
 // Segments and persistent counters (a separate group, so that formatting never moves it).
 #[cfg(feature = "etcd")]

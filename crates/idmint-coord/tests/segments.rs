@@ -485,11 +485,12 @@ async fn the_file_store_stops_at_the_largest_id() {
     let dir = tempfile::tempdir().expect("dir");
     let store = FileStore::open(dir.path()).expect("store");
     store.next_range(NS, 1).await.expect("creates the file");
-    // Raise the mark by hand, as an operator may (never lower it).
+    // Raise the mark by hand, as an operator may (never lower it): a file ahead of the
+    // journal (a higher value and generation) is taken, as after a crash between the writes.
     let near = MAX_SEGMENT_ID - 10;
     fs::write(
         dir.path().join("segments").join(format!("{NS}.json")),
-        format!("{{\"value\":{near}}}"),
+        format!("{{\"value\":{near},\"generation\":1000}}"),
     )
     .expect("raise");
     match store.next_range(NS, 11).await {

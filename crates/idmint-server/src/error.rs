@@ -87,14 +87,14 @@ pub enum Error {
     /// A failure of the core (layouts, generators).
     #[error(transparent)]
     Core(#[from] idmint_core::Error),
-    /// A listener or I/O failure.
-    #[error("{context}: {source}")]
+    /// A listener or I/O failure. The message carries the operating system's error once (it
+    /// is not also the source, so a chain of causes does not repeat it).
+    #[error("{context}: {os}")]
     Io {
         /// What was being done.
         context: String,
         /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        os: std::io::Error,
     },
 }
 
@@ -185,7 +185,7 @@ impl Error {
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io { context: context.into(), os: source }
     }
 }
 

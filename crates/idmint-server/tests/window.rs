@@ -68,7 +68,7 @@ fn breakable(dir: &Path) -> Breakable {
     let inner = FileCoordinator::open(dir).expect("open");
     FailingMarks::new("breakable-file", inner, || CoordError::Io {
         context: "injected fault: cannot write the mark".into(),
-        source: Arc::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+        os: Arc::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
     })
 }
 

@@ -11,9 +11,12 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    CounterStore, Error, SegmentStore,
+    CounterStore, DataDirReport, Error, MAX_SEGMENT_ID, SegmentStore,
     counter::check_counter_request,
     file::{blocking, fsync_dir, io_error, replace_json},
+    journal::{
+        ADOPT_COUNTER_MARGIN, ADOPT_SEGMENT_MARGIN, Adopt, Found, Identity, Journal, Ledger,
+    },
     segment::{check_range_request, counter_after, range_after},
 };
 
@@ -37,8 +40,12 @@ use crate::{
 /// namespace, each getting its own ranges (which is how the tests use it). A process killed
 /// while holding the lock releases it with its file descriptors.
 ///
-/// Keep the directory on a local file system: `flock` over NFS is not reliable. Never copy or
-/// restore the directory from a backup while it is in use: an older value hands out IDs again.
+/// Keep the directory on a local file system: `flock` over NFS is not reliable. Every value
+/// file carries the generation of its write, and the directory's `identity.json` journal
+/// records the last value, generation and inode of each (see `FileCoordinator`): a copied or
+/// restored directory, or a value file that was deleted, zeroed or rolled back, is refused
+/// ([`Error::Untrusted`]) instead of handing out IDs again, until an operator adopts it
+/// ([`FileStore::open_adopting`]: segment values jump by 10^12, counters by 1,000).
 ///
 /// # Example
 ///
@@ -61,6 +68,7 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
+    journal: Journal,
 }
 
 /// The content of a value file.
@@ -68,6 +76,8 @@ pub struct FileStore {
 #[serde(deny_unknown_fields)]
 struct ValueFile {
     value: u64,
+    /// The journal generation of this write.
+    generation: u64,
 }
 
 /// The two kinds of values, each in its own folder.
@@ -93,7 +103,50 @@ impl FileStore {
     ///
     /// [`Error::Io`] when the directories cannot be created.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, Error> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::open_with(dir.as_ref(), None)
+    }
+
+    /// Opens `dir` even if it is not what idmint last wrote, once an operator confirmed that
+    /// no other copy of it is in use: every segment value jumps ahead by 10^12 and every
+    /// counter by 1,000, so that what a copy handed out after the values it holds is not
+    /// handed out again (the cost: a gap of that size).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] or [`Error::Corrupt`] when the directory cannot be read or written.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_coord::{Adopt, Error, FileStore, SegmentStore};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let dir = std::env::temp_dir().join(format!("idmint-adopt-store-{}", std::process::id()));
+    /// assert_eq!(FileStore::open(&dir)?.next_range("orders", 10).await?, 1..11);
+    /// std::fs::remove_file(dir.join("segments/orders.json")).unwrap();
+    /// assert!(matches!(FileStore::open(&dir), Err(Error::Untrusted { .. })));
+    /// let adopted = FileStore::open_adopting(&dir, Adopt::default())?;
+    /// assert!(adopted.next_range("orders", 10).await?.start > 1_000_000_000_000);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn open_adopting(dir: impl AsRef<Path>, adopt: Adopt) -> Result<Self, Error> {
+        Self::open_with(dir.as_ref(), Some(adopt))
+    }
+
+    /// Checks a store's directory against its journal, changing nothing (for
+    /// `idmint doctor`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the directory cannot be read.
+    pub fn inspect(dir: impl AsRef<Path>) -> Result<DataDirReport, Error> {
+        crate::journal::report(dir.as_ref(), &Values)
+    }
+
+    fn open_with(dir: &Path, adopt: Option<Adopt>) -> Result<Self, Error> {
+        let dir = dir.to_path_buf();
         for kind in [Kind::Segments, Kind::Counters] {
             let folder = dir.join(kind.folder());
             if !folder.is_dir() {
@@ -104,7 +157,8 @@ impl FileStore {
                 fsync_dir(&dir)?;
             }
         }
-        Ok(FileStore { dir })
+        let journal = Journal::open(&dir, &Values, adopt, raise_all)?;
+        Ok(FileStore { dir, journal })
     }
 
     /// The directory.
@@ -120,18 +174,114 @@ impl FileStore {
         name: &str,
         bump: impl FnOnce(u64) -> Result<(T, u64), Error> + Send + 'static,
     ) -> Result<T, Error> {
-        let folder = self.dir.join(kind.folder());
+        let dir = self.dir.clone();
+        let journal = self.journal.clone();
         let name = name.to_owned();
-        blocking(move || update_locked(&folder, &name, bump)).await
+        blocking(move || update_locked(&dir, &journal, kind, &name, bump)).await
     }
 }
 
-/// Locks `<name>.lock`, reads `<name>.json`, and replaces it with the value `bump` returns.
+/// The files of a store's directory, for its journal: `segments/<name>` and
+/// `counters/<name>`.
+struct Values;
+
+impl Ledger for Values {
+    fn what(&self) -> &'static str {
+        "segment or counter value"
+    }
+
+    fn keys(&self, dir: &Path) -> Result<Vec<String>, Error> {
+        let mut keys = Vec::new();
+        for kind in [Kind::Segments, Kind::Counters] {
+            let folder = dir.join(kind.folder());
+            let entries = match fs::read_dir(&folder) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_error("list", &folder)(e)),
+            };
+            for entry in entries {
+                let name = entry.map_err(io_error("list", &folder))?.file_name();
+                if let Some(name) = name.to_string_lossy().strip_suffix(".json") {
+                    keys.push(format!("{}/{name}", kind.folder()));
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    fn read(&self, dir: &Path, key: &str) -> Found {
+        let path = dir.join(format!("{key}.json"));
+        match read_value(&path) {
+            Ok(Some((file, inode))) => {
+                Found::Value { value: file.value, generation: file.generation, inode }
+            }
+            Ok(None) => Found::Missing,
+            Err(e) => Found::Corrupt(e),
+        }
+    }
+}
+
+/// Reads a value file with its inode; `None` when there is none.
+fn read_value(path: &Path) -> Result<Option<(ValueFile, u64)>, Error> {
+    use std::os::unix::fs::MetadataExt;
+
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error("read", path)(e)),
+    };
+    let inode = fs::metadata(path).map_err(io_error("stat", path))?.ino();
+    let file = serde_json::from_slice::<ValueFile>(&bytes)
+        .map_err(|e| Error::Corrupt { path: path.display().to_string(), reason: e.to_string() })?;
+    Ok(Some((file, inode)))
+}
+
+/// Replaces a value file with `value` at `generation`; returns its path.
+fn write_value(dir: &Path, key: &str, value: u64, generation: u64) -> Result<PathBuf, Error> {
+    let path = dir.join(format!("{key}.json"));
+    let tmp = dir.join(format!("{key}.json.tmp"));
+    let folder = path.parent().unwrap_or(dir);
+    replace_json(folder, &path, &tmp, &ValueFile { value, generation })?;
+    Ok(path)
+}
+
+/// Adoption: raises every segment value by 10^12 (within [`MAX_SEGMENT_ID`]) and every
+/// counter by 1,000, recording each in the new identity.
+fn raise_all(dir: &Path, identity: &mut Identity) -> Result<(), Error> {
+    let keys: Vec<String> = identity.entries.keys().cloned().collect();
+    for key in keys {
+        let Some(value) = identity.entries.get(&key).and_then(|e| e.value) else { continue };
+        let raised = if key.starts_with("segments/") {
+            value.saturating_add(ADOPT_SEGMENT_MARGIN).min(MAX_SEGMENT_ID)
+        } else {
+            value.saturating_add(ADOPT_COUNTER_MARGIN)
+        };
+        let generation = identity.generation + 1;
+        let path = write_value(dir, &key, raised, generation)?;
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            fs::metadata(&path).map_err(io_error("stat", &path))?.ino()
+        };
+        identity.generation = generation;
+        identity.entries.insert(
+            key,
+            crate::journal::Entry { value: Some(raised), generation, inode: Some(inode) },
+        );
+    }
+    Ok(())
+}
+
+/// Locks `<name>.lock`, reads `<name>.json`, checks it against the journal, and replaces it
+/// with the value `bump` returns, recorded in the journal.
 fn update_locked<T>(
-    folder: &Path,
+    dir: &Path,
+    journal: &Journal,
+    kind: Kind,
     name: &str,
     bump: impl FnOnce(u64) -> Result<(T, u64), Error>,
 ) -> Result<T, Error> {
+    let folder = dir.join(kind.folder());
+    let folder = folder.as_path();
     let lock_path = folder.join(format!("{name}.lock"));
     let lock = OpenOptions::new()
         .write(true)
@@ -143,24 +293,22 @@ fn update_locked<T>(
     // is dropped (or the process dies).
     lock.lock().map_err(io_error("lock", &lock_path))?;
 
-    let path = folder.join(format!("{name}.json"));
-    let current = match fs::read(&path) {
-        Ok(bytes) => {
-            serde_json::from_slice::<ValueFile>(&bytes)
-                .map_err(|e| Error::Corrupt {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                })?
-                .value
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(io_error("read", &path)(e)),
-    };
-    let (answer, new) = bump(current)?;
-    debug_assert!(new > current, "stored values only grow");
-
-    let tmp = folder.join(format!("{name}.json.tmp"));
-    replace_json(folder, &path, &tmp, &ValueFile { value: new })?;
+    let key = format!("{}/{name}", kind.folder());
+    let answer = journal.locked(|| {
+        let mut identity = journal.load()?;
+        let found = Values.read(dir, &key);
+        journal.check(&identity, &key, Values.what(), &found)?;
+        let current = match found {
+            Found::Value { value, .. } => value,
+            _ => 0,
+        };
+        let (answer, new) = bump(current)?;
+        debug_assert!(new > current, "stored values only grow");
+        journal.record(&mut identity, &key, Some(new), |generation| {
+            write_value(dir, &key, new, generation).map(Some)
+        })?;
+        Ok(answer)
+    })?;
     drop(lock);
     Ok(answer)
 }
