@@ -740,7 +740,7 @@ fn base64_error(format: Format, text: &str, err: DecodeError) -> Error {
         DecodeError::InvalidLength(symbols) => {
             Error::text(format, format!("{symbols} base64 symbols do not make whole bytes"))
         }
-        DecodeError::InvalidLastSymbol { offset, symbol, .. } => Error::text(
+        DecodeError::InvalidLastSymbol(offset, symbol) => Error::text(
             format,
             format!(
                 "non-canonical base64: the last symbol `{}` at position {} has unused bits set",
