@@ -47,9 +47,11 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .layer(middleware::from_fn_with_state(Arc::clone(&server), guard))
         .with_state(server);
     match cors {
-        Some(cors) => router.layer(cors).layer(middleware::map_response(
-            |response: Response| async { crate::web::only_for_allowed(response) },
-        )),
+        Some(cors) => {
+            router.layer(cors).layer(middleware::map_response(|response: Response| async {
+                crate::web::only_for_allowed(response)
+            }))
+        }
         None => router,
     }
 }

@@ -51,9 +51,7 @@ fn asset(body: &'static str, content_type: &'static str) -> axum::response::Resp
 /// `GET /v1/status`: the server's clock and readiness, and per namespace its layout, source,
 /// generator ID and claim, high-water mark against the wall clock, and counters (the page
 /// turns two polls into rates). Nothing in it is secret: the same numbers are on `/metrics`.
-async fn status(
-    axum::extract::State(server): axum::extract::State<Arc<Server>>,
-) -> Json<Value> {
+async fn status(axum::extract::State(server): axum::extract::State<Arc<Server>>) -> Json<Value> {
     let wall_ms = server.clocks().wall_ms();
     let namespaces: Vec<Value> = server
         .namespace_list()
@@ -190,8 +188,7 @@ pub(crate) fn check_origin(origin: &str) -> Result<(), String> {
     let Some((scheme, rest)) = origin.split_once("://") else {
         return bad("no scheme");
     };
-    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    {
+    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
         return bad("the scheme must be lowercase letters, like http or https");
     }
     if rest.is_empty() {
