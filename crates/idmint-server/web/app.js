@@ -181,7 +181,7 @@ const CLAIMS = {
 
 function namespaceCard(/** @type {any} */ ns, /** @type {any} */ status, /** @type {any} */ rates) {
   const card = el("article", { class: "card", "data-namespace": ns.name, "aria-labelledby": `ns-${ns.name}` });
-  card.append(el("h3", { id: `ns-${ns.name}` }, ns.name, ns.auth ? " 🔒" : ""));
+  card.append(el("h3", { id: `ns-${ns.name}` }, ns.name, ns.auth ? el("span", { class: "badge" }, "token") : ""));
   const dl = el("dl");
   const row = (/** @type {string} */ term, /** @type {any} */ value, /** @type {string} */ cls = "") => {
     dl.append(el("dt", {}, term), el("dd", cls ? { class: cls } : {}, value));
