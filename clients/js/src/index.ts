@@ -90,6 +90,33 @@ class Retryable {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Runs `f` as a macrotask: after pending I/O (Node's `setImmediate`; a `MessageChannel` in
+ * browsers, which `setTimeout`'s 4 ms clamp would slow down).
+ */
+const macrotask: (f: () => void) => void = (() => {
+  const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+  if (typeof immediate === "function") return (f: () => void) => void immediate(f);
+  if (typeof MessageChannel === "function") {
+    const queue: (() => void)[] = [];
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => queue.shift()?.();
+    return (f: () => void) => {
+      queue.push(f);
+      channel.port2.postMessage(null);
+    };
+  }
+  return (f: () => void) => void setTimeout(f, 0);
+})();
+
+/**
+ * While a refill is in flight, every this many `next()` calls from the buffer resolve as a
+ * macrotask instead of a microtask: a caller that awaits `next()` in a tight loop never leaves
+ * the microtask queue otherwise, so the refill's response would not be read until the buffer
+ * ran dry, and refilling would not overlap with handing out.
+ */
+const YIELD_EVERY = 512;
+
 /** Reads a `Retry-After` given in seconds. */
 function retryAfterMs(value: string | null): number | null {
   if (value === null || !/^[0-9]{1,6}$/.test(value.trim())) return null;
@@ -121,6 +148,7 @@ export class Client<T extends string | bigint | number = string> {
   private position = 0;
   private readonly ready: T[][] = [];
   private refill: Promise<void> | null = null;
+  private sinceYield = 0;
   private closed = false;
   private readonly aborts = new Set<AbortController>();
 
@@ -179,7 +207,12 @@ export class Client<T extends string | bigint | number = string> {
   next(): Promise<T> {
     if (this.position < this.buffer.length) {
       const id = this.buffer[this.position++]!;
-      if (this.buffer.length - this.position <= this.lowWater && this.refill === null && this.ready.length === 0) {
+      if (this.refill !== null) {
+        if (++this.sinceYield >= YIELD_EVERY) {
+          this.sinceYield = 0;
+          return new Promise((resolve) => macrotask(() => resolve(id)));
+        }
+      } else if (this.buffer.length - this.position <= this.lowWater && this.ready.length === 0) {
         this.startRefill();
       }
       return Promise.resolve(id);
@@ -323,7 +356,7 @@ export class Client<T extends string | bigint | number = string> {
     try {
       let response: Response;
       try {
-        response = await this.fetchImpl(endpoint.url + path, { headers, signal: abort.signal, cache: "no-store" });
+        response = await this.fetchImpl(endpoint.url + path, { headers, signal: abort.signal });
       } catch (cause) {
         if (this.closed) throw new IdMintError("Closed", "the client is closed");
         const timedOut = abort.signal.aborted;

@@ -140,6 +140,14 @@ test("the decode box shows an ID's fields, time and bit diagram; a token is type
   );
   assert.deepEqual(fields, Object.fromEntries(Object.entries(expected.fields).map(([k, v]) => [k, String(v)])));
   assert.deepEqual(Object.keys(fields), ["timestamp", "datacenter", "worker", "sequence"]);
+  const bits = await page.$$eval("#decoded-fields tr[data-field]", (rows) =>
+    Object.fromEntries(rows.map((row) => [row.dataset.field, row.querySelectorAll("td")[1].textContent])),
+  );
+  for (const [field, width] of Object.entries({ timestamp: 41, datacenter: 5, worker: 5, sequence: 12 })) {
+    assert.equal(bits[field].length, width, `${field} bits ${bits[field]}`);
+    assert.equal(BigInt(`0b${bits[field]}`), BigInt(expected.fields[field]), field);
+  }
+  assert.equal(BigInt(`0b0${Object.values(bits).join("")}`), BigInt(id), "the bits of the fields make up the ID");
   assert.equal(await page.locator("#decoded-time").textContent(), expected.time);
   const diagram = await page.locator("#decoded-diagram").textContent();
   assert.equal(diagram.trimEnd(), explain("snowflake").split("\ncapacity\n")[0].trimEnd());

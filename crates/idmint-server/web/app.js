@@ -290,11 +290,16 @@ async function decode(/** @type {Event} */ event) {
   const layout = layouts.get(ns);
   try {
     const decoded = await api(`/v1/namespaces/${encodeURIComponent(ns)}/decode/${encodeURIComponent(id)}`, true);
+    const widths = new Map((layout?.fields ?? []).map((/** @type {any} */ f) => [f.name, f.bits]));
+    const binary = (/** @type {string} */ name, /** @type {any} */ value) =>
+      Number.isSafeInteger(value) && widths.has(name) ? value.toString(2).padStart(widths.get(name), "0") : "";
     const rows = Object.entries(decoded.fields).map(([name, value]) =>
-      el("tr", { "data-field": name }, el("th", { scope: "row", class: "mono" }, name), el("td", { class: "mono" }, String(value))));
+      el("tr", { "data-field": name }, el("th", { scope: "row", class: "mono" }, name), el("td", { class: "mono" }, String(value)),
+        el("td", { class: "mono bits" }, binary(name, value))));
     out.replaceChildren(
       el("h3", {}, `${decoded.id} in ${ns} (${decoded.layout})`),
-      el("table", { id: "decoded-fields" }, el("caption", { class: "help" }, "fields"), ...rows),
+      el("table", { id: "decoded-fields" }, el("caption", { class: "help" }, "fields"),
+        el("tr", {}, ...["field", "value", "bits"].map((h) => el("th", { scope: "col" }, h))), ...rows),
       el("p", {}, "time: ", el("strong", { id: "decoded-time" }, decoded.time ?? "none (this layout has no clock)")),
       el("pre", { class: "diagram", id: "decoded-diagram", "aria-label": "bit diagram" }, layout ? diagram(layout) : ""));
   } catch (e) {
