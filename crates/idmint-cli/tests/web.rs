@@ -69,12 +69,20 @@ fn origins_come_from_the_flag_the_environment_or_the_file() {
         "",
         [true, true, false],
     );
-    check("the environment", &[], &[("IDMINT_CORS_ALLOW_ORIGIN", &format!("{APP},{ADMIN}"))], "", [
-        true, true, false,
-    ]);
-    check("the file", &[], &[], &format!("[server]\ncors_allow_origins = [\"{ADMIN}\"]\n"), [
-        false, true, false,
-    ]);
+    check(
+        "the environment",
+        &[],
+        &[("IDMINT_CORS_ALLOW_ORIGIN", &format!("{APP},{ADMIN}"))],
+        "",
+        [true, true, false],
+    );
+    check(
+        "the file",
+        &[],
+        &[],
+        &format!("[server]\ncors_allow_origins = [\"{ADMIN}\"]\n"),
+        [false, true, false],
+    );
     check(
         "the flag beats the file",
         &["--cors-allow-origin", APP],
@@ -91,13 +99,19 @@ fn origins_come_from_the_flag_the_environment_or_the_file() {
 fn something_that_is_not_an_origin_stops_the_start() {
     for bad in ["app.idmint.test", "https://app.idmint.test/", "https://app.idmint.test/x"] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let output = idmint(["serve", "--listen", "127.0.0.1:0", "--cors-allow-origin", bad, "--data-dir"], &[])
-            .arg(dir.path().join("data"))
-            .output()
-            .expect("run idmint serve");
+        let output = idmint(
+            ["serve", "--listen", "127.0.0.1:0", "--cors-allow-origin", bad, "--data-dir"],
+            &[],
+        )
+        .arg(dir.path().join("data"))
+        .output()
+        .expect("run idmint serve");
         assert!(!output.status.success(), "{bad} was accepted");
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("cors_allow_origins") && stderr.contains("is not an origin"), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("cors_allow_origins") && stderr.contains("is not an origin"),
+            "{bad}: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
