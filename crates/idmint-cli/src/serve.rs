@@ -72,6 +72,17 @@ pub(crate) struct Args {
     /// Address for the gRPC API, e.g. 127.0.0.1:50051 [default: none, no gRPC].
     #[arg(long, env = "IDMINT_GRPC_LISTEN", value_name = "ADDR")]
     grpc_listen: Option<String>,
+    /// An origin whose browser pages may call the HTTP and gRPC-web APIs (CORS):
+    /// scheme://host[:port], or `*` for any. Repeat the flag (or separate with commas) for
+    /// more; other origins get no CORS headers [default: none; the file's
+    /// `server.cors_allow_origins`].
+    #[arg(
+        long = "cors-allow-origin",
+        env = "IDMINT_CORS_ALLOW_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    cors_allow_origin: Vec<String>,
     /// Directory of the embedded store: generator-ID claims and high-water marks (not used
     /// for them with --etcd), and in its `store.d` folder the file store of segments and
     /// counters [default: ./idmint-data].
@@ -141,17 +152,6 @@ pub(crate) struct Args {
     /// [default: false].
     #[arg(long, env = "IDMINT_ALLOW_AHEAD")]
     allow_ahead: bool,
-    /// An origin whose browser pages may call the HTTP and gRPC-web APIs (CORS):
-    /// scheme://host[:port], or `*` for any. Repeat the flag (or separate with commas) for
-    /// more; other origins get no CORS headers [default: none; the file's
-    /// `server.cors_allow_origins`].
-    #[arg(
-        long = "cors-allow-origin",
-        env = "IDMINT_CORS_ALLOW_ORIGIN",
-        value_name = "ORIGIN",
-        value_delimiter = ','
-    )]
-    cors_allow_origin: Vec<String>,
     /// Log filter, as in RUST_LOG [default: info].
     #[arg(long, env = "IDMINT_LOG", value_name = "FILTER")]
     log: Option<String>,
