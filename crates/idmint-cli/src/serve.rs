@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 `etcd_lable_prefix`), the stores of the other sources (`postgres = \"postgresql://...\"`,
 `redis = [\"redis://...\"]`, `counters`), and a [server] table with the server's limits and
 its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
-`curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs. With --grpc-listen,
+`curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs, and a browser on
+http://127.0.0.1:8080/ shows the status page. With --grpc-listen,
 the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a second port; the
 .proto file is crates/idmint-proto/proto/idmint/v1/idmint.proto.
 
@@ -52,6 +53,7 @@ Examples:
   idmint serve
   idmint serve --listen 0.0.0.0:8080 --data-dir /var/lib/idmint
   idmint serve --grpc-listen 127.0.0.1:50051
+  idmint serve --cors-allow-origin https://app.example.com
   idmint serve --layout js53 --generator-id 3 --token \"$SECRET\"
   idmint serve --config idmint.toml
   idmint serve --layout sequence
@@ -70,6 +72,17 @@ pub(crate) struct Args {
     /// Address for the gRPC API, e.g. 127.0.0.1:50051 [default: none, no gRPC].
     #[arg(long, env = "IDMINT_GRPC_LISTEN", value_name = "ADDR")]
     grpc_listen: Option<String>,
+    /// An origin whose browser pages may call the HTTP and gRPC-web APIs (CORS):
+    /// scheme://host[:port], or `*` for any. Repeat the flag (or separate with commas) for
+    /// more; other origins get no CORS headers [default: none; the file's
+    /// `server.cors_allow_origins`].
+    #[arg(
+        long = "cors-allow-origin",
+        env = "IDMINT_CORS_ALLOW_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    cors_allow_origin: Vec<String>,
     /// Directory of the embedded store: generator-ID claims and high-water marks (not used
     /// for them with --etcd), and in its `store.d` folder the file store of segments and
     /// counters [default: ./idmint-data].
@@ -426,6 +439,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     if let Some(claim_retry_ms) = args.claim_retry_ms {
         config.claim_retry_ms = claim_retry_ms;
+    }
+    if !args.cors_allow_origin.is_empty() {
+        config.cors_allow_origins.clone_from(&args.cors_allow_origin);
     }
     config.allow_ahead |= args.allow_ahead;
     config.wait_for_claim |= args.wait_for_claim;

@@ -59,6 +59,10 @@ pub struct ServerConfig {
     /// (a spare waiting, or a server that lost its claim), in ms. Attempts back off from 50 ms
     /// up to this. Default: 2000.
     pub claim_retry_ms: u64,
+    /// Origins whose browser pages may call the HTTP and gRPC(-web) APIs (CORS): each
+    /// `scheme://host[:port]`, or `*` for any. Preflights from them are answered, and their
+    /// requests get the `Access-Control-*` headers; other origins get none. Default: none.
+    pub cors_allow_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +78,7 @@ impl Default for ServerConfig {
             drain_ms: 10_000,
             wait_for_claim: false,
             claim_retry_ms: 2_000,
+            cors_allow_origins: Vec::new(),
         }
     }
 }
@@ -409,6 +414,12 @@ impl ServerConfig {
         }
         if !(10..=600_000).contains(&self.claim_retry_ms) {
             return bad(format!("claim_retry_ms must be 10..=600000, not {}", self.claim_retry_ms));
+        }
+        for origin in &self.cors_allow_origins {
+            crate::web::check_origin(origin).map_err(Error::Config)?;
+        }
+        if self.cors_allow_origins.len() > 1 && self.cors_allow_origins.iter().any(|o| o == "*") {
+            return bad("cors_allow_origins: `*` allows every origin; give it alone".into());
         }
         if self.namespaces.is_empty() {
             self.namespaces.push(NamespaceConfig::default());

@@ -185,9 +185,16 @@ impl Endpoint {
         })
         .max_decoding_message_size(config.max_body_bytes)
         .max_encoding_message_size(max_response.saturating_add(MESSAGE_OVERHEAD));
+        // gRPC-web (HTTP/1.1 included) for browsers, behind CORS for the configured origins.
+        let web = tower::ServiceBuilder::new()
+            .map_response(crate::web::only_for_allowed::<tonic::body::Body>)
+            .option_layer(crate::web::cors(&config.cors_allow_origins, true))
+            .layer(tonic_web::GrpcWebLayer::new());
         let health = HealthServer::new(HealthService { server, shutdown })
             .max_decoding_message_size(MESSAGE_OVERHEAD);
         let router = tonic::transport::Server::builder()
+            .accept_http1(true)
+            .layer(web)
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)

@@ -25,7 +25,9 @@ use crate::{Error, Server, namespace::Namespace};
 /// The router of the HTTP API, over one server.
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let limit = server.config().max_body_bytes;
-    Router::new()
+    let cors = crate::web::cors(&server.config().cors_allow_origins, false);
+    let router = Router::new()
+        .merge(crate::web::routes())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -43,7 +45,15 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(Arc::clone(&server), guard))
-        .with_state(server)
+        .with_state(server);
+    match cors {
+        Some(cors) => {
+            router.layer(cors).layer(middleware::map_response(|response: Response| async {
+                crate::web::only_for_allowed(response)
+            }))
+        }
+        None => router,
+    }
 }
 
 /// Refuses declared bodies over the limit before routing, and counts responses by status.

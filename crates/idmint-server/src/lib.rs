@@ -58,6 +58,7 @@ mod grpc;
 mod http;
 mod metrics;
 mod namespace;
+mod web;
 
 use std::{
     sync::{

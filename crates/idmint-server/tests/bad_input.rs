@@ -301,7 +301,7 @@ fn malformed_requests_get_the_right_4xx_with_a_json_error() {
         case("decode extra parameter", get("/v1/decode/1?count=1"), 400, "bad_request"),
         case("decode wrong width", get("/v1/namespaces/l-hot-guid/decode/12"), 400, "invalid_id"),
         case("unknown route", get("/nope"), 404, "not_found"),
-        case("root", get("/"), 404, "not_found"),
+        case("unknown page asset", get("/ui/nope.js"), 404, "not_found"),
         case("route prefix", get("/v1"), 404, "not_found"),
         case("route with a trailing slash", get("/v1/next/"), 404, "not_found"),
         case(

@@ -23,7 +23,7 @@ use crate::http;
 pub(crate) const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
 
 /// Variables of the parent's environment that would change how `idmint` runs.
-pub(crate) const CLEARED_ENV: [&str; 22] = [
+pub(crate) const CLEARED_ENV: [&str; 23] = [
     "IDMINT_LISTEN",
     "IDMINT_GRPC_LISTEN",
     "IDMINT_DATA_DIR",
@@ -44,6 +44,7 @@ pub(crate) const CLEARED_ENV: [&str; 22] = [
     "IDMINT_ETCD_SCHEME",
     "IDMINT_ETCD_LABLE_PREFIX",
     "IDMINT_LEASE_TTL",
+    "IDMINT_CORS_ALLOW_ORIGIN",
     "RUST_LOG",
     "LD_PRELOAD",
 ];

@@ -1,0 +1,77 @@
+/**
+ * Which namespaces promise increasing IDs, and the checks every batch passes before any of its
+ * IDs is handed out. The same rules as idmint-client's `order` module.
+ */
+
+/** What `GET /v1/namespaces` says about one namespace. */
+export interface NamespaceInfo {
+  name: string;
+  layout: string;
+  fingerprint: string;
+  id_bits: number;
+  js_safe: boolean;
+  default_format: string;
+  generator_id: number | null;
+  ready: boolean;
+  generators: number;
+  auth: boolean;
+  source: string;
+  [key: string]: unknown;
+}
+
+/** `increasing`: every batch strictly increasing; `distinct`: only no ID twice. */
+export type Order = "increasing" | "distinct";
+
+/** The order of a namespace's IDs, from its source and layout fingerprint. */
+export function orderOf(info: NamespaceInfo): Order {
+  // Redis nodes each have their own clock: batches from several nodes interleave.
+  if (info.source === "redis") return "distinct";
+  const fp = info.fingerprint;
+  if (fp.startsWith("decimal-id/") || fp.startsWith("hot-guid/") || fp.startsWith("sequence/")) {
+    return "increasing";
+  }
+  if (info.layout === "trace-id" || fp.startsWith("trace-id/")) return "distinct";
+  const parts = fp.split("/");
+  if (parts.length !== 5) return "distinct";
+  const [, width, epoch, tick, fields] = parts as [string, string, string, string, string];
+  if (!width.endsWith("b") || !epoch.startsWith("epoch=") || !tick.startsWith("tick=")) {
+    return "distinct";
+  }
+  const roles = fields
+    .split(",")
+    .map((f) => f.slice(f.lastIndexOf(":") + 1))
+    .filter((role) => role !== "node");
+  return roles.length === 2 && roles[0] === "time" && roles[1] === "sequence"
+    ? "increasing"
+    : "distinct";
+}
+
+/** Compares two decimal strings without leading zeros as numbers: -1, 0 or 1. */
+export function compareDecimal(a: string, b: string): number {
+  if (a.length !== b.length) return a.length < b.length ? -1 : 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const DECIMAL = /^(0|[1-9][0-9]{0,38})$/;
+
+/**
+ * Checks a batch of decimal IDs: each a plain decimal number, and strictly increasing (or free
+ * of repeats). Returns the offending pair, or `null`.
+ */
+export function checkBatch(ids: readonly string[], order: Order): [string, string] | null {
+  for (const id of ids) {
+    if (typeof id !== "string" || !DECIMAL.test(id)) return [String(id), String(id)];
+  }
+  if (order === "increasing") {
+    for (let i = 1; i < ids.length; i++) {
+      if (compareDecimal(ids[i - 1]!, ids[i]!) >= 0) return [ids[i - 1]!, ids[i]!];
+    }
+  } else {
+    const seen = new Set<string>();
+    for (const id of ids) {
+      if (seen.has(id)) return [id, id];
+      seen.add(id);
+    }
+  }
+  return null;
+}

@@ -1,0 +1,293 @@
+//! The browser side of the HTTP API: the status page at `/` (assets built into the binary),
+//! the JSON it polls (`/v1/status`, `/v1/namespaces/{namespace}/layout`), and the CORS layers
+//! of the HTTP and gRPC APIs for the origins of `cors_allow_origins`.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Json, Router,
+    http::{HeaderName, HeaderValue, Method, Response, header},
+    response::IntoResponse,
+    routing::get,
+};
+use idmint_core::Layout;
+use serde_json::{Value, json};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::{Error, Server, metrics::NamespaceMetrics};
+
+/// The page, its script and its style sheet: plain files, built into the binary.
+const INDEX_HTML: &str = include_str!("../web/index.html");
+const APP_JS: &str = include_str!("../web/app.js");
+const APP_CSS: &str = include_str!("../web/app.css");
+
+/// Only the page's own files, and requests to its own origin: the page loads nothing else.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The routes of the page and of the JSON it reads.
+pub(crate) fn routes() -> Router<Arc<Server>> {
+    Router::new()
+        .route("/", get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }))
+        .route("/ui/app.js", get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }))
+        .route("/ui/app.css", get(|| async { asset(APP_CSS, "text/css; charset=utf-8") }))
+        .route("/v1/status", get(status))
+        .route("/v1/namespaces/{namespace}/layout", get(layout))
+}
+
+fn asset(body: &'static str, content_type: &'static str) -> axum::response::Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /v1/status`: the server's clock and readiness, and per namespace its layout, source,
+/// generator ID and claim, high-water mark against the wall clock, and counters (the page
+/// turns two polls into rates). Nothing in it is secret: the same numbers are on `/metrics`.
+async fn status(axum::extract::State(server): axum::extract::State<Arc<Server>>) -> Json<Value> {
+    let wall_ms = server.clocks().wall_ms();
+    let namespaces: Vec<Value> = server
+        .namespace_list()
+        .iter()
+        .map(|ns| {
+            let gauges = ns.gauges(server.clocks());
+            let claim = match (ns.source, gauges.generator_id) {
+                (crate::Source::Generator, Some(_)) => "held",
+                (crate::Source::Generator, None) => "waiting",
+                (crate::Source::Counters, Some(_)) => "counter",
+                _ => "none-needed",
+            };
+            let mark_ms = load(&gauges.metrics.mark_ms);
+            json!({
+                "name": ns.name,
+                "layout": ns.layout.name(),
+                "source": ns.source.name(),
+                "auth": ns.token().is_some(),
+                "ready": gauges.ready,
+                "generator_id": gauges.generator_id,
+                "generators": ns.layout.generator_count(),
+                "claim": claim,
+                "mark_ms": (mark_ms > 0).then_some(mark_ms),
+                "ahead_of_wall_ms": gauges.ahead_of_wall_ms,
+                "js_safe": ns.layout.is_js_safe(),
+                "id_bits": ns.layout.id_bits(),
+                "default_format": ns.layout.default_format().to_string(),
+                "counters": counters(gauges.metrics),
+            })
+        })
+        .collect();
+    Json(json!({
+        "ready": server.is_ready(),
+        "wall_ms": wall_ms,
+        "time": idmint_core::format_rfc3339_ms(wall_ms),
+        "window_ms": server.config().window_ms,
+        "namespaces": namespaces,
+    }))
+}
+
+fn load(counter: &std::sync::atomic::AtomicU64) -> u64 {
+    counter.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The counters of one namespace, as on `/metrics`.
+fn counters(m: &NamespaceMetrics) -> Value {
+    json!({
+        "ids_issued": load(&m.ids_issued),
+        "requests": load(&m.requests),
+        "batches": load(&m.batches),
+        "sequence_exhaustions": load(&m.sequence_exhaustions),
+        "wait_ms": load(&m.waited_ms),
+        "clock_backward": load(&m.clock_backward_events),
+        "window_exhausted": load(&m.window_exhausted),
+        "mark_extensions": load(&m.mark_extensions),
+        "mark_failures": load(&m.mark_failures),
+        "claims": load(&m.claims),
+        "claims_lost": load(&m.claims_lost),
+        "store_failures": load(&m.store_failures),
+    })
+}
+
+/// `GET /v1/namespaces/{namespace}/layout`: what `idmint explain --json` says about the
+/// namespace's layout (its bit diagram as segments, fields and capacity), with its
+/// description. Open like `/v1/namespaces`: a layout is not a secret.
+async fn layout(
+    axum::extract::State(server): axum::extract::State<Arc<Server>>,
+    axum::extract::Path(namespace): axum::extract::Path<String>,
+) -> Result<Json<Value>, Error> {
+    Ok(Json(explain(server.layout(&namespace)?)))
+}
+
+/// A layout as JSON: the shape of `idmint explain --json` plus `description`.
+pub(crate) fn explain(layout: &Layout) -> Value {
+    let segments = layout.segments().map(|segments| {
+        segments
+            .iter()
+            .map(|s| json!({"label": s.label, "msb": s.msb, "lsb": s.lsb}))
+            .collect::<Vec<_>>()
+    });
+    let fields: Vec<Value> = layout
+        .fields()
+        .iter()
+        .map(|f| {
+            json!({
+                "name": f.name,
+                "bits": f.bits,
+                "min": f.min,
+                "max": f.max,
+                "role": format!("{:?}", f.role).to_lowercase(),
+                "text": f.text,
+            })
+        })
+        .collect();
+    let c = layout.capacity();
+    let description = Layout::builtins()
+        .iter()
+        .find(|(name, _)| *name == layout.name())
+        .map(|(_, description)| *description);
+    json!({
+        "layout": layout.name(),
+        "description": description,
+        "bits": layout.id_bits(),
+        "segments": segments,
+        "fields": fields,
+        "capacity": {
+            "tick_ms": c.tick_ms,
+            "start_ms": c.start_ms,
+            "end_ms": c.end_ms,
+            "wrap_ms": c.wrap_ms,
+            "start": c.start,
+            "end": c.end,
+            "ids_per_tick": c.ids_per_tick,
+            "ids_per_second_per_generator": c.ids_per_second_per_generator,
+            "generators": c.generators,
+        },
+        "has_generator": layout.has_generator(),
+    })
+}
+
+/// Checks one entry of `cors_allow_origins`: `*`, or an origin as a browser sends it
+/// (`scheme://host` or `scheme://host:port`, no path, no trailing slash).
+pub(crate) fn check_origin(origin: &str) -> Result<(), String> {
+    if origin == "*" {
+        return Ok(());
+    }
+    let bad = |why: &str| {
+        Err(format!(
+            "cors_allow_origins: `{}` is not an origin ({why}); write `*` or \
+             scheme://host[:port], e.g. https://app.example.com",
+            origin.chars().take(100).collect::<String>()
+        ))
+    };
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return bad("no scheme");
+    };
+    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+        return bad("the scheme must be lowercase letters, like http or https");
+    }
+    if rest.is_empty() {
+        return bad("no host");
+    }
+    if rest.contains(['/', '?', '#', '@', ' ']) {
+        return bad("an origin has no path, query, user or spaces");
+    }
+    if HeaderValue::from_str(origin).is_err() {
+        return bad("not a valid header value");
+    }
+    Ok(())
+}
+
+/// The CORS layer for `origins` (already checked), or `None` when the list is empty. `grpc`
+/// adds the headers that gRPC-web requests send and its responses need to expose.
+pub(crate) fn cors(origins: &[String], grpc: bool) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    let mut allow_headers = vec![header::AUTHORIZATION, header::CONTENT_TYPE];
+    let mut expose = vec![header::RETRY_AFTER, header::WWW_AUTHENTICATE];
+    if grpc {
+        for name in ["x-grpc-web", "x-user-agent", "grpc-timeout"] {
+            allow_headers.push(HeaderName::from_static(name));
+        }
+        for name in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
+            expose.push(HeaderName::from_static(name));
+        }
+    }
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers(allow_headers)
+            .expose_headers(expose)
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Removes every `Access-Control-*` header from a response that does not allow its origin:
+/// tower-http's layer still writes the allowed methods and headers for an origin it refuses,
+/// and a refused origin should learn nothing.
+pub(crate) fn only_for_allowed<B>(mut response: Response<B>) -> Response<B> {
+    if !response.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
+        let names: Vec<HeaderName> = response
+            .headers()
+            .keys()
+            .filter(|name| name.as_str().starts_with("access-control-"))
+            .cloned()
+            .collect();
+        for name in names {
+            response.headers_mut().remove(name);
+        }
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_checked() {
+        let check = |origin: &str, ok: bool| {
+            assert_eq!(check_origin(origin).is_ok(), ok, "{origin:?}: {:?}", check_origin(origin))
+        };
+        check("*", true);
+        check("http://127.0.0.1:5173", true);
+        check("https://app.example.com", true);
+        check("app.example.com", false);
+        check("https://app.example.com/", false);
+        check("https://app.example.com/path", false);
+        check("https://", false);
+        check("HTTPS://x", false);
+        check("https://user@x", false);
+        check("https://x\n", false);
+        check("", false);
+    }
+
+    #[test]
+    fn every_builtin_layout_explains_itself() {
+        for (name, _) in Layout::builtins() {
+            let layout = Layout::builtin(name).expect("builtin");
+            let explained = explain(&layout);
+            assert_eq!(explained["layout"], *name);
+            assert!(explained["description"].is_string(), "{name}");
+            if let Some(segments) = explained["segments"].as_array() {
+                let bits: u64 = segments
+                    .iter()
+                    .map(|s| s["msb"].as_u64().unwrap() - s["lsb"].as_u64().unwrap() + 1)
+                    .sum();
+                assert_eq!(bits, u64::from(layout.id_bits()), "{name}");
+            }
+        }
+    }
+}
