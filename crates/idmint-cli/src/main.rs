@@ -2,9 +2,12 @@
 //!
 //! This crate turns flags into calls on `idmint-core` (and `idmint-runtime`) and owns exit
 //! codes and messages; it holds no ID logic of its own. Every failure ends as one line on
-//! stderr, `error: <message>`, with exit code 1 (2 for a command line clap refuses).
+//! stderr, `error: <message>`, with exit code 1; a command line clap refuses gets clap's whole
+//! message (its tip and usage too) and exit code 2.
 
 mod bench;
+mod color;
+mod completions;
 mod decode;
 mod doctor;
 mod encode;
@@ -14,6 +17,7 @@ mod icicle;
 mod layout_arg;
 mod layouts;
 mod lease;
+mod logging;
 mod serve;
 
 use std::{
@@ -21,10 +25,7 @@ use std::{
     process::ExitCode,
 };
 
-use clap::{
-    CommandFactory, Parser, Subcommand,
-    error::{ContextKind, ContextValue, ErrorKind},
-};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, error::ErrorKind};
 
 /// Generate, encode, decode and explain unique IDs of many layouts.
 #[derive(Debug, Parser)]
@@ -39,11 +40,15 @@ use clap::{
   idmint layouts
   idmint serve
   idmint serve --layout sequence
-  idmint doctor ./idmint-data"
+  idmint doctor ./idmint-data
+  idmint completions bash > /etc/bash_completion.d/idmint"
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// When to colour the output: auto (a terminal, and NO_COLOR unset), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value = "auto")]
+    color: color::ColorWhen,
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,10 +75,20 @@ enum Command {
     /// Check a data directory against its journal (copied, restored, lost or rolled-back
     /// files), without changing it.
     Doctor(doctor::Args),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(completions::CompletionsArgs),
+    /// Write man pages for idmint and each of its commands.
+    Man(completions::ManArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let choice = color::decide(&args);
+    let parsed = Cli::command()
+        .color(color::clap_choice(choice))
+        .try_get_matches_from(&args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return clap_exit(&err),
     };
@@ -102,6 +117,8 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Lease(args) => lease::run(&args, &mut out)?,
         Command::Bench(args) => bench::run(&args, &mut out)?,
         Command::Doctor(args) => doctor::run(&args, &mut out)?,
+        Command::Completions(args) => completions::completions(&args, &mut out)?,
+        Command::Man(args) => completions::man(&args, &mut out)?,
     }
     out.flush()?;
     Ok(())
@@ -122,43 +139,14 @@ fn report(message: &str) {
 }
 
 /// Handles what clap refused (or answered itself): help and version print as usual and exit
-/// 0; errors are shortened to their first line and exit 2.
+/// 0; errors print clap's whole message, with its tip ("a similar subcommand exists") and
+/// usage, and exit 2.
 fn clap_exit(err: &clap::Error) -> ExitCode {
+    // Nothing sensible is left to do if stdout or stderr is gone.
+    let _ = err.print();
     match err.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = err.print();
-            ExitCode::SUCCESS
-        }
-        _ => {
-            report(&clap_message(err));
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// The first line of clap's message, without its `error:` prefix, completed where the first
-/// line alone would not say what is missing.
-fn clap_message(err: &clap::Error) -> String {
-    let strings = |kind| match err.get(kind) {
-        Some(ContextValue::Strings(values)) => values.join(", "),
-        Some(ContextValue::String(value)) => value.clone(),
-        _ => String::new(),
-    };
-    match err.kind() {
-        ErrorKind::MissingRequiredArgument => {
-            format!("missing required argument: {}", strings(ContextKind::InvalidArg))
-        }
-        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let names: Vec<String> =
-                Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
-            format!("no command given (expected one of: {}); see `idmint --help`", names.join(", "))
-        }
-        _ => {
-            let rendered = err.render().to_string();
-            let first =
-                rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-            first.strip_prefix("error:").unwrap_or(first).trim().to_owned()
-        }
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
     }
 }
 

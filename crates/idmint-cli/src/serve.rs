@@ -163,6 +163,10 @@ pub(crate) struct Args {
     /// may be behind the times of IDs the other copy issued [default: 600000].
     #[arg(long, env = "IDMINT_ADOPT_MARGIN_MS", value_name = "MS", requires = "adopt_data_dir")]
     adopt_margin_ms: Option<u64>,
+    /// The log's form on stderr: text (coloured only on a terminal, see --color) or json (one
+    /// object per line) [default: text].
+    #[arg(long, env = "IDMINT_LOG_FORMAT", value_enum, value_name = "FORMAT")]
+    log_format: Option<crate::logging::LogFormat>,
     /// Log filter, as in RUST_LOG [default: info].
     #[arg(long, env = "IDMINT_LOG", value_name = "FILTER")]
     log: Option<String>,
@@ -233,6 +237,7 @@ pub(crate) struct FileConfig {
     grpc_listen: Option<String>,
     pub(crate) data_dir: Option<PathBuf>,
     log: Option<String>,
+    log_format: Option<crate::logging::LogFormat>,
     /// Postgres connection string (segments and counters).
     postgres: Option<String>,
     /// Redis nodes (source `redis`).
@@ -407,12 +412,7 @@ impl StoreSettings {
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let file = FileConfig::load(args.config.as_ref())?;
     let filter = args.log.clone().or(file.log.clone()).unwrap_or_else(|| "info".to_owned());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&filter).context("invalid --log filter")?,
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    crate::logging::init(&filter, args.log_format.or(file.log_format).unwrap_or_default())?;
     let data_dir: PathBuf =
         args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| DEFAULT_DATA_DIR.into());
     let store = match EtcdSettings::resolve(&args.etcd, args.lease_ttl, &file)? {

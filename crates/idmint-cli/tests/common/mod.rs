@@ -39,6 +39,7 @@ pub(crate) const CLEARED_ENV: [&str; 23] = [
     "IDMINT_MAX_AHEAD_MS",
     "IDMINT_ALLOW_AHEAD",
     "IDMINT_LOG",
+    "IDMINT_LOG_FORMAT",
     "IDMINT_ETCD",
     "IDMINT_ETCD_PREFIX",
     "IDMINT_ETCD_SCHEME",
