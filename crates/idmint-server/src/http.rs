@@ -105,7 +105,7 @@ where
 
 /// The query parameters the ID routes accept; anything else is refused.
 #[derive(Debug, Default)]
-struct Params {
+pub(crate) struct Params {
     count: Option<u64>,
     format: Option<Format>,
     numbers: bool,
@@ -113,7 +113,11 @@ struct Params {
 
 impl Params {
     /// Parses a query string strictly: known keys only, each at most once, plain values.
-    fn parse(query: Option<&str>, allowed: &[&str], max_batch: u64) -> Result<Self, Error> {
+    pub(crate) fn parse(
+        query: Option<&str>,
+        allowed: &[&str],
+        max_batch: u64,
+    ) -> Result<Self, Error> {
         let mut params = Params::default();
         let mut seen = Vec::new();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -298,10 +302,12 @@ async fn batch(
     batch_response(&server, ns, count, &params).await
 }
 
-/// The JSON body of `POST .../batch`.
+/// The JSON body of `POST .../batch`: an object with `count` and optionally `format` (a
+/// string) and `numbers` (a boolean), nothing else. An array (which serde would take as the
+/// fields in order) and `null` for an optional field are refused.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BatchBody {
+pub(crate) struct BatchBody {
     count: u64,
     #[serde(default)]
     format: Option<String>,
@@ -309,19 +315,43 @@ struct BatchBody {
     numbers: bool,
 }
 
+impl BatchBody {
+    /// The body from a JSON object, exactly as the schema declares it.
+    pub(crate) fn from_object(object: JsonObject) -> Result<Self, Error> {
+        if let Some((key, _)) = object.iter().find(|(_, value)| value.is_null()) {
+            return Err(Error::BadRequest(format!(
+                "`{}` must not be null; leave it out for the default",
+                key.chars().take(64).collect::<String>()
+            )));
+        }
+        serde_json::from_value(serde_json::Value::Object(object))
+            .map_err(|e| Error::BadRequest(format!("invalid batch request: {e}")))
+    }
+
+    /// The body from its bytes (for the fuzz targets; the route reads it with axum's `Json`).
+    pub(crate) fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
+        let object: JsonObject = serde_json::from_slice(bytes)
+            .map_err(|e| Error::BadRequest(format!("the body must be a JSON object: {e}")))?;
+        BatchBody::from_object(object)
+    }
+}
+
+type JsonObject = serde_json::Map<String, serde_json::Value>;
+
 async fn batch_post(
     State(server): State<Arc<Server>>,
     PathParams(namespace): PathParams<String>,
     headers: HeaderMap,
-    body: Result<Json<BatchBody>, JsonRejection>,
+    body: Result<Json<JsonObject>, JsonRejection>,
 ) -> Result<Response, Error> {
     let ns = authorized(&server, &namespace, &headers)?;
-    let Json(body) = body.map_err(|rejection| match rejection.status() {
+    let Json(object) = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => {
             Error::PayloadTooLarge { limit: server.config().max_body_bytes }
         }
         _ => Error::BadRequest(rejection.body_text()),
     })?;
+    let body = BatchBody::from_object(object)?;
     let max = server.config().max_batch;
     if !(1..=max).contains(&body.count) {
         return Err(Error::BadRequest(format!("`count` must be a whole number from 1 to {max}")));
@@ -410,7 +440,7 @@ async fn batch_default(
 async fn batch_post_default(
     state: State<Arc<Server>>,
     headers: HeaderMap,
-    body: Result<Json<BatchBody>, JsonRejection>,
+    body: Result<Json<JsonObject>, JsonRejection>,
 ) -> Result<Response, Error> {
     let name = state.default_namespace().to_owned();
     batch_post(state, PathParams(name), headers, body).await

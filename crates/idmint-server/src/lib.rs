@@ -84,6 +84,39 @@ pub use crate::{
     error::Error,
 };
 
+/// Entry points for the fuzz targets (`fuzz/` at the repository root): the parsers of the
+/// HTTP API's outside input. Not part of the API: no stability promise.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Parses a query string as the ID routes do (`count`, `format`, `numbers`, each at most
+    /// once, nothing else), with `max_batch` 100,000.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::BadRequest`] for anything the routes refuse.
+    pub fn parse_query(query: &str) -> Result<(), crate::Error> {
+        crate::http::Params::parse(Some(query), &["count", "format", "numbers"], 100_000).map(drop)
+    }
+
+    /// Parses the body of `POST /v1/batch`.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::BadRequest`] for anything but the object the schema declares.
+    pub fn parse_batch_body(body: &[u8]) -> Result<(), crate::Error> {
+        crate::http::BatchBody::from_slice(body).map(drop)
+    }
+
+    /// Validates a configuration as `Server::start` does (the fuzz target reads it from TOML).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Config`] for an invalid configuration.
+    pub fn validate_config(config: crate::ServerConfig) -> Result<(), crate::Error> {
+        config.validated().map(drop)
+    }
+}
+
 /// The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
