@@ -650,3 +650,31 @@ fn coord_reason(e: idmint_coord::Error) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_are_checked() {
+        let check = |change: fn(&mut ServerConfig), ok: bool| {
+            let mut config = ServerConfig::default();
+            change(&mut config);
+            assert_eq!(config.validated().is_ok(), ok);
+        };
+        check(|_| {}, true);
+        check(|c| c.first_byte_timeout_ms = 0, false);
+        check(|c| c.header_timeout_ms = 3_600_001, false);
+        check(|c| c.body_timeout_ms = 0, false);
+        check(|c| c.idle_timeout_ms = 0, false);
+        check(|c| c.first_byte_timeout_ms = c.header_timeout_ms + 1, false);
+        check(|c| c.first_byte_timeout_ms = c.header_timeout_ms, true);
+        check(|c| c.max_connections = 0, false);
+        check(|c| c.max_connections_per_ip = Some(0), false);
+        check(|c| c.max_connections_per_ip = Some(c.max_connections + 1), false);
+        check(|c| c.max_connections_per_ip = Some(1), true);
+        check(|c| c.http2_max_concurrent_streams = 0, false);
+        check(|c| c.http2_max_pending_resets = 0, false);
+        check(|c| c.http2_keepalive_timeout_ms = 0, false);
+    }
+}

@@ -303,55 +303,72 @@ async fn batch(
 }
 
 /// The JSON body of `POST .../batch`: an object with `count` and optionally `format` (a
-/// string) and `numbers` (a boolean), nothing else. An array (which serde would take as the
-/// fields in order) and `null` for an optional field are refused.
+/// string) and `numbers` (a boolean), each at most once, nothing else. `null` for an optional
+/// field is refused (leave it out instead); so is an array, which serde would take as the
+/// fields in order ([`BatchObject`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchBody {
     count: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "some_string")]
     format: Option<String>,
     #[serde(default)]
     numbers: bool,
 }
 
-impl BatchBody {
-    /// The body from a JSON object, exactly as the schema declares it.
-    pub(crate) fn from_object(object: JsonObject) -> Result<Self, Error> {
-        if let Some((key, _)) = object.iter().find(|(_, value)| value.is_null()) {
-            return Err(Error::BadRequest(format!(
-                "`{}` must not be null; leave it out for the default",
-                key.chars().take(64).collect::<String>()
-            )));
-        }
-        serde_json::from_value(serde_json::Value::Object(object))
-            .map_err(|e| Error::BadRequest(format!("invalid batch request: {e}")))
-    }
+/// A string that must be there if its key is: `null` is refused.
+fn some_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
 
-    /// The body from its bytes (for the fuzz targets; the route reads it with axum's `Json`).
-    pub(crate) fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let object: JsonObject = serde_json::from_slice(bytes)
-            .map_err(|e| Error::BadRequest(format!("the body must be a JSON object: {e}")))?;
-        BatchBody::from_object(object)
+/// A [`BatchBody`] read only from a JSON object.
+#[derive(Debug)]
+pub(crate) struct BatchObject(BatchBody);
+
+impl<'de> Deserialize<'de> for BatchObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = BatchObject;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<BatchObject, A::Error> {
+                BatchBody::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(BatchObject)
+            }
+        }
+        d.deserialize_map(Object)
     }
 }
 
-type JsonObject = serde_json::Map<String, serde_json::Value>;
+impl BatchBody {
+    /// The body from its bytes, as the route reads it (for the fuzz targets).
+    pub(crate) fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
+        serde_json::from_slice::<BatchObject>(bytes)
+            .map(|object| object.0)
+            .map_err(|e| Error::BadRequest(format!("Failed to deserialize the JSON body: {e}")))
+    }
+}
 
 async fn batch_post(
     State(server): State<Arc<Server>>,
     PathParams(namespace): PathParams<String>,
     headers: HeaderMap,
-    body: Result<Json<JsonObject>, JsonRejection>,
+    body: Result<Json<BatchObject>, JsonRejection>,
 ) -> Result<Response, Error> {
     let ns = authorized(&server, &namespace, &headers)?;
-    let Json(object) = body.map_err(|rejection| match rejection.status() {
+    let Json(BatchObject(body)) = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => {
             Error::PayloadTooLarge { limit: server.config().max_body_bytes }
         }
         _ => Error::BadRequest(rejection.body_text()),
     })?;
-    let body = BatchBody::from_object(object)?;
     let max = server.config().max_batch;
     if !(1..=max).contains(&body.count) {
         return Err(Error::BadRequest(format!("`count` must be a whole number from 1 to {max}")));
@@ -440,7 +457,7 @@ async fn batch_default(
 async fn batch_post_default(
     state: State<Arc<Server>>,
     headers: HeaderMap,
-    body: Result<Json<JsonObject>, JsonRejection>,
+    body: Result<Json<BatchObject>, JsonRejection>,
 ) -> Result<Response, Error> {
     let name = state.default_namespace().to_owned();
     batch_post(state, PathParams(name), headers, body).await

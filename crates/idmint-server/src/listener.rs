@@ -814,3 +814,41 @@ impl AsyncWrite for Tracked {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only hyper's own bare answers are replaced: never a response of idmint's, which always
+    /// has a `content-type`, and never a success.
+    #[test]
+    fn only_the_bare_answers_of_hyper_are_replaced() {
+        let check = |bytes: &[u8], want: Option<u16>| {
+            assert_eq!(Tracked::stack_answer(bytes), want, "{}", String::from_utf8_lossy(bytes));
+        };
+        check(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n",
+            Some(431),
+        );
+        check(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n", Some(400));
+        check(b"HTTP/1.1 414 URI Too Long\r\n\r\n", Some(414));
+        check(b"HTTP/1.0 400 Bad Request\r\n\r\n", Some(400));
+        check(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}", None);
+        check(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n\r\n", None);
+        check(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", None);
+        check(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", None);
+        check(b"HTTP/1.1 431 partial head", None);
+        check(b"\x00\x00\x12\x04", None);
+    }
+
+    #[test]
+    fn the_replacement_is_a_whole_json_answer_that_closes() {
+        let text = String::from_utf8(error_response(&Error::from_http_stack(431, 16_384))).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
+        assert!(head.contains("\r\nconnection: close") && head.contains("application/json"));
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["error"]["code"], "header_too_large");
+    }
+}
