@@ -532,13 +532,13 @@ impl ServerConfig {
                 self.max_connections
             ));
         }
-        if let Some(per_ip) = self.max_connections_per_ip {
-            if !(1..=self.max_connections).contains(&per_ip) {
-                return bad(format!(
-                    "max_connections_per_ip must be 1..=max_connections ({}), not {per_ip}",
-                    self.max_connections
-                ));
-            }
+        if let Some(per_ip) = self.max_connections_per_ip
+            && !(1..=self.max_connections).contains(&per_ip)
+        {
+            return bad(format!(
+                "max_connections_per_ip must be 1..=max_connections ({}), not {per_ip}",
+                self.max_connections
+            ));
         }
         if self.http2_max_concurrent_streams == 0 {
             return bad("http2_max_concurrent_streams must be at least 1".into());
