@@ -25,11 +25,12 @@ use crate::{Error, Server, namespace::Namespace};
 /// The router of the HTTP API, over one server.
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let limit = server.config().max_body_bytes;
+    let document: Arc<str> = crate::openapi::document(&server).into();
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(move || async move { json_body(document.to_string()) }))
         .route("/v1/namespaces", get(namespaces))
         .route("/v1/namespaces/{namespace}/next", get(next))
         .route("/v1/namespaces/{namespace}/batch", get(batch).post(batch_post))
@@ -258,10 +259,6 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], server.render_metrics()).into_response()
 }
 
-async fn openapi() -> Response {
-    json_body(crate::OPENAPI.to_owned())
-}
-
 async fn namespaces(State(server): State<Arc<Server>>) -> Json<NamespacesResponse> {
     Json(NamespacesResponse { namespaces: server.namespace_infos() })
 }
@@ -309,11 +306,26 @@ async fn batch(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchBody {
+    #[serde(deserialize_with = "whole_number")]
     count: u64,
     #[serde(default, deserialize_with = "some_string")]
     format: Option<String>,
     #[serde(default)]
     numbers: bool,
+}
+
+/// A whole number as JSON Schema defines one: `316` or `316.0` (a number whose fraction is
+/// zero), not `1.5`, not negative, not a string.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let number = serde_json::Number::deserialize(d)?;
+    if let Some(n) = number.as_u64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        // Exactly representable whole numbers only (below 2^53).
+        Some(f) if f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f) => Ok(f as u64),
+        _ => Err(serde::de::Error::custom(format!("`count` must be a whole number, not {number}"))),
+    }
 }
 
 /// A string that must be there if its key is: `null` is refused.

@@ -62,6 +62,7 @@ mod http;
 mod listener;
 mod metrics;
 mod namespace;
+mod openapi;
 
 use std::sync::{
     Arc, Mutex,
@@ -117,7 +118,9 @@ pub mod fuzzing {
     }
 }
 
-/// The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`.
+/// The OpenAPI 3.1 document of the HTTP API, as a template: `/openapi.json` serves it made
+/// exact for the server's configuration (a path per namespace, each with only the `format`s
+/// and `numbers` it takes, `count` up to `max_batch`).
 pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// A step of the shutdown sequence, in the order they happen.

@@ -272,6 +272,10 @@ fn batch_bodies_must_be_the_declared_object() {
     check("null", 400);
     check(r#""x""#, 400);
     check(r#"{"count":1.5}"#, 400);
+    // JSON Schema's integers include numbers with a zero fraction.
+    check(r#"{"count":2.0}"#, 200);
+    check(r#"{"count":-1}"#, 400);
+    check(r#"{"count":1e400}"#, 400);
     check(r#"{"count":"1"}"#, 400);
     check(r#"{"count":1,"extra":1}"#, 400);
 }
