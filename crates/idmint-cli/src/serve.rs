@@ -837,6 +837,22 @@ etcd_prefix = "file/""#,
     }
 
     #[test]
+    fn connection_flags_beat_the_file() {
+        let file: FileConfig =
+            toml::from_str("[server]\nidle_timeout_ms = 7000\nbody_timeout_ms = 8000\n").unwrap();
+        let mut config = file.server.unwrap();
+        let flags = ConnectionArgs {
+            idle_timeout_ms: Some(100),
+            max_connections_per_ip: Some(4),
+            ..ConnectionArgs::default()
+        };
+        flags.apply(&mut config);
+        assert_eq!((config.idle_timeout_ms, config.body_timeout_ms), (100, 8000));
+        assert_eq!(config.max_connections_per_ip, Some(4));
+        assert_eq!(config.header_timeout_ms, ServerConfig::default().header_timeout_ms);
+    }
+
+    #[test]
     fn a_lease_ttl_below_two_seconds_is_refused_with_the_reason() {
         let err =
             EtcdSettings::resolve(&etcd_args(&["http://a:1"]), Some(1), &FileConfig::default())
