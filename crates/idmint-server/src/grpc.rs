@@ -163,6 +163,7 @@ impl Endpoint {
         let stopped_accepting = CancellationToken::new();
         let drain = CancellationToken::new();
         let incoming = Incoming {
+            first_byte: Duration::from_millis(server.config().first_byte_timeout_ms),
             listener: Some(listener),
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
             stopped: Some(stopped_accepting.clone().drop_guard()),
@@ -295,6 +296,8 @@ fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> Grp
 /// `stopped` token, and stays pending: tonic goes on serving the open connections until the
 /// drain signal (a stream that ended would start tonic's drain at once).
 struct Incoming {
+    /// How long a new connection may take to send its first byte.
+    first_byte: Duration,
     listener: Option<TcpListener>,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     stopped: Option<DropGuard>,
@@ -304,7 +307,7 @@ struct Incoming {
 }
 
 impl Stream for Incoming {
-    type Item = io::Result<TcpStream>;
+    type Item = io::Result<FirstByte>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -322,7 +325,8 @@ impl Stream for Incoming {
             Ok((stream, _)) => {
                 this.delay = Duration::from_millis(1);
                 let _ = stream.set_nodelay(true);
-                Poll::Ready(Some(Ok(stream)))
+                let deadline = Box::pin(tokio::time::sleep(this.first_byte));
+                Poll::Ready(Some(Ok(FirstByte { stream, deadline: Some(deadline) })))
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -332,6 +336,63 @@ impl Stream for Incoming {
                 Poll::Ready(Some(Err(e)))
             }
         }
+    }
+}
+
+/// A gRPC connection that must send its first byte within `first_byte_timeout_ms` of accept:
+/// a client that connects and stays silent gets a read error, and hyper closes the
+/// connection. (Once it has spoken, HTTP/2 keep-alive pings find a client that vanished.)
+struct FirstByte {
+    stream: TcpStream,
+    /// Until the first byte arrives.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl tonic::transport::server::Connected for FirstByte {
+    type ConnectInfo = <TcpStream as tonic::transport::server::Connected>::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for FirstByte {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if let Some(deadline) = &mut self.deadline {
+            match read {
+                Poll::Ready(Ok(())) if buf.filled().len() > before => self.deadline = None,
+                Poll::Pending if deadline.as_mut().poll(cx).is_ready() => {
+                    tracing::debug!("gRPC connection closed: no first byte in time");
+                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+                }
+                _ => {}
+            }
+        }
+        read
+    }
+}
+
+impl tokio::io::AsyncWrite for FirstByte {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

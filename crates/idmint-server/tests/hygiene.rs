@@ -414,6 +414,41 @@ mod grpc {
         grpc.unary(Request::new(message), path, Raw).await.map(tonic::Response::into_inner)
     }
 
+    /// Connections to the gRPC port that never send a byte are closed at the first-byte
+    /// timeout; with it far away (the negative control) they stay open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn silent_grpc_connections_are_closed() {
+        for (first_byte_ms, expect_closed) in [(super::FAR_MS, false), (200, true)] {
+            let config =
+                super::timeouts(first_byte_ms, super::FAR_MS, super::FAR_MS, super::FAR_MS);
+            let server =
+                Server::start(config, Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock))
+                    .await
+                    .expect("start");
+            let listener = idmint_server::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let shutdown = CancellationToken::new();
+            let task = tokio::spawn(idmint_server::serve_grpc(
+                Arc::clone(&server),
+                listener,
+                shutdown.clone(),
+            ));
+            let took = tokio::task::spawn_blocking(move || {
+                let mut silent: Vec<std::net::TcpStream> =
+                    (0..50).map(|_| std::net::TcpStream::connect(addr).expect("connect")).collect();
+                let opened = std::time::Instant::now();
+                super::all_closed_within(&mut silent, opened, std::time::Duration::from_millis(700))
+            })
+            .await
+            .expect("join");
+            assert_eq!(took.is_some(), expect_closed, "first byte {first_byte_ms} ms: {took:?}");
+            // The port still answers.
+            call(addr, vec![0x10, 0x01]).await.expect("a call is answered");
+            shutdown.cancel();
+            task.await.expect("join").expect("serve");
+        }
+    }
+
     #[tokio::test]
     async fn malformed_messages_are_invalid_argument_and_counted() {
         let server = Server::start(
