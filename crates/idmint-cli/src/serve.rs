@@ -171,6 +171,8 @@ pub(crate) struct Args {
     #[arg(long, env = "IDMINT_LOG", value_name = "FILTER")]
     log: Option<String>,
     #[command(flatten)]
+    connections: ConnectionArgs,
+    #[command(flatten)]
     etcd: EtcdArgs,
     /// The lease TTL of each generator-ID claim in etcd, in seconds (at least 2) [default: 10].
     /// A server that stops keeps its generator IDs this long; one that cannot renew its lease
@@ -182,6 +184,70 @@ pub(crate) struct Args {
     #[cfg(feature = "test-no-fence")]
     #[arg(long, hide = true)]
     unsafe_no_fence: bool,
+}
+
+/// The timeouts and caps of client connections: each overrides the `[server]` key of the same
+/// name in the config file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ConnectionArgs {
+    /// How long a new HTTP connection may take to send its first byte, from accept, in ms
+    /// [default: 5000].
+    #[arg(long, env = "IDMINT_FIRST_BYTE_TIMEOUT_MS", value_name = "MS")]
+    first_byte_timeout_ms: Option<u64>,
+    /// How long a request header may take: the first from accept, later ones from their first
+    /// byte, in ms [default: 10000].
+    #[arg(long, env = "IDMINT_HEADER_TIMEOUT_MS", value_name = "MS")]
+    header_timeout_ms: Option<u64>,
+    /// How long each request body may take, from the end of its header, in ms
+    /// [default: 10000].
+    #[arg(long, env = "IDMINT_BODY_TIMEOUT_MS", value_name = "MS")]
+    body_timeout_ms: Option<u64>,
+    /// How long a keep-alive connection may be idle between requests, in ms [default: 30000].
+    #[arg(long, env = "IDMINT_IDLE_TIMEOUT_MS", value_name = "MS")]
+    idle_timeout_ms: Option<u64>,
+    /// HTTP connections open at once; at the limit the longest-idle one is closed for a new
+    /// one [default: 10000].
+    #[arg(long, env = "IDMINT_MAX_CONNECTIONS", value_name = "N")]
+    max_connections: Option<usize>,
+    /// HTTP connections one client IP address may hold open [default: no cap].
+    #[arg(long, env = "IDMINT_MAX_CONNECTIONS_PER_IP", value_name = "N")]
+    max_connections_per_ip: Option<usize>,
+    /// HTTP/2 pings on idle connections (gRPC, h2c), every this many ms [default: 30000].
+    #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_INTERVAL_MS", value_name = "MS")]
+    http2_keepalive_interval_ms: Option<u64>,
+    /// How long an HTTP/2 ping may go unanswered, in ms [default: 10000].
+    #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_TIMEOUT_MS", value_name = "MS")]
+    http2_keepalive_timeout_ms: Option<u64>,
+    /// Concurrent streams per HTTP/2 connection [default: 1024].
+    #[arg(long, env = "IDMINT_HTTP2_MAX_CONCURRENT_STREAMS", value_name = "N")]
+    http2_max_concurrent_streams: Option<u32>,
+    /// Streams an HTTP/2 client may reset before they are accepted (rapid-reset protection)
+    /// [default: 20].
+    #[arg(long, env = "IDMINT_HTTP2_MAX_PENDING_RESETS", value_name = "N")]
+    http2_max_pending_resets: Option<usize>,
+}
+
+impl ConnectionArgs {
+    /// Sets every given value in `config`.
+    pub(crate) fn apply(&self, config: &mut ServerConfig) {
+        fn set<T: Copy>(from: Option<T>, to: &mut T) {
+            if let Some(value) = from {
+                *to = value;
+            }
+        }
+        set(self.first_byte_timeout_ms, &mut config.first_byte_timeout_ms);
+        set(self.header_timeout_ms, &mut config.header_timeout_ms);
+        set(self.body_timeout_ms, &mut config.body_timeout_ms);
+        set(self.idle_timeout_ms, &mut config.idle_timeout_ms);
+        set(self.max_connections, &mut config.max_connections);
+        if self.max_connections_per_ip.is_some() {
+            config.max_connections_per_ip = self.max_connections_per_ip;
+        }
+        set(self.http2_keepalive_interval_ms, &mut config.http2_keepalive_interval_ms);
+        set(self.http2_keepalive_timeout_ms, &mut config.http2_keepalive_timeout_ms);
+        set(self.http2_max_concurrent_streams, &mut config.http2_max_concurrent_streams);
+        set(self.http2_max_pending_resets, &mut config.http2_max_pending_resets);
+    }
 }
 
 /// Where an etcd fleet keeps its claims and marks: shared by `idmint serve` and
@@ -443,6 +509,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if !args.cors_allow_origin.is_empty() {
         config.cors_allow_origins.clone_from(&args.cors_allow_origin);
     }
+    args.connections.apply(&mut config);
     config.allow_ahead |= args.allow_ahead;
     config.wait_for_claim |= args.wait_for_claim;
     if config.namespaces.is_empty() {
@@ -818,6 +885,22 @@ etcd_prefix = "file/""#,
                 .unwrap();
         assert_eq!(flags.endpoints, ["http://a:1", "http://b:2"]);
         assert_eq!(flags.lease_ttl, 3);
+    }
+
+    #[test]
+    fn connection_flags_beat_the_file() {
+        let file: FileConfig =
+            toml::from_str("[server]\nidle_timeout_ms = 7000\nbody_timeout_ms = 8000\n").unwrap();
+        let mut config = file.server.unwrap();
+        let flags = ConnectionArgs {
+            idle_timeout_ms: Some(100),
+            max_connections_per_ip: Some(4),
+            ..ConnectionArgs::default()
+        };
+        flags.apply(&mut config);
+        assert_eq!((config.idle_timeout_ms, config.body_timeout_ms), (100, 8000));
+        assert_eq!(config.max_connections_per_ip, Some(4));
+        assert_eq!(config.header_timeout_ms, ServerConfig::default().header_timeout_ms);
     }
 
     #[test]

@@ -63,6 +63,36 @@ pub struct ServerConfig {
     /// `scheme://host[:port]`, or `*` for any. Preflights from them are answered, and their
     /// requests get the `Access-Control-*` headers; other origins get none. Default: none.
     pub cors_allow_origins: Vec<String>,
+    /// How long a new HTTP connection may take to send its first byte, counted from accept,
+    /// in ms. At most `header_timeout_ms`. Default: 5,000.
+    pub first_byte_timeout_ms: u64,
+    /// How long a request's whole header may take: for the first request of a connection
+    /// counted from accept, for the next ones from their first byte, in ms. Default: 10,000.
+    pub header_timeout_ms: u64,
+    /// How long each request body may take to arrive, counted from the end of its header, in
+    /// ms: a body that trickles in is closed with its connection. Default: 10,000.
+    pub body_timeout_ms: u64,
+    /// How long a keep-alive connection may stay idle between requests, in ms. Default: 30,000.
+    pub idle_timeout_ms: u64,
+    /// How many HTTP connections are open at once. At the limit, the connection idle the
+    /// longest (no request in flight) is closed for a new one; with none idle, new connections
+    /// are closed at once. Default: 10,000.
+    pub max_connections: usize,
+    /// How many HTTP connections one client IP address may hold open at once; further ones
+    /// are closed at once. Default: none (no cap).
+    pub max_connections_per_ip: Option<usize>,
+    /// How often an idle HTTP/2 connection (the gRPC port, and h2c on the HTTP port) is
+    /// pinged, in ms. Default: 30,000.
+    pub http2_keepalive_interval_ms: u64,
+    /// How long a ping may go unanswered before the connection is closed, in ms.
+    /// Default: 10,000.
+    pub http2_keepalive_timeout_ms: u64,
+    /// Concurrent streams (calls) per HTTP/2 connection. Default: 1,024.
+    pub http2_max_concurrent_streams: u32,
+    /// Streams a client may open and reset before the server has accepted them, per HTTP/2
+    /// connection; more closes the connection (protection against rapid reset,
+    /// CVE-2023-44487). Default: 20.
+    pub http2_max_pending_resets: usize,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +109,16 @@ impl Default for ServerConfig {
             wait_for_claim: false,
             claim_retry_ms: 2_000,
             cors_allow_origins: Vec::new(),
+            first_byte_timeout_ms: 5_000,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 10_000,
+            idle_timeout_ms: 30_000,
+            max_connections: 10_000,
+            max_connections_per_ip: None,
+            http2_keepalive_interval_ms: 30_000,
+            http2_keepalive_timeout_ms: 10_000,
+            http2_max_concurrent_streams: 1_024,
+            http2_max_pending_resets: 20,
         }
     }
 }
@@ -421,6 +461,7 @@ impl ServerConfig {
         if self.cors_allow_origins.len() > 1 && self.cors_allow_origins.iter().any(|o| o == "*") {
             return bad("cors_allow_origins: `*` allows every origin; give it alone".into());
         }
+        self.check_connections()?;
         if self.namespaces.is_empty() {
             self.namespaces.push(NamespaceConfig::default());
         }
@@ -469,6 +510,57 @@ impl ServerConfig {
             }
         }
         Ok(self)
+    }
+}
+
+impl ServerConfig {
+    /// Checks the connection limits and timeouts: each timeout 1 ms to 1 hour, the first
+    /// byte no later than the whole header, the caps at least 1.
+    fn check_connections(&self) -> Result<(), Error> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        let timeouts = [
+            ("first_byte_timeout_ms", self.first_byte_timeout_ms),
+            ("header_timeout_ms", self.header_timeout_ms),
+            ("body_timeout_ms", self.body_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("http2_keepalive_interval_ms", self.http2_keepalive_interval_ms),
+            ("http2_keepalive_timeout_ms", self.http2_keepalive_timeout_ms),
+        ];
+        for (name, value) in timeouts {
+            if !(1..=3_600_000).contains(&value) {
+                return bad(format!("{name} must be 1..=3600000, not {value}"));
+            }
+        }
+        if self.first_byte_timeout_ms > self.header_timeout_ms {
+            return bad(format!(
+                "first_byte_timeout_ms ({}) must not exceed header_timeout_ms ({})",
+                self.first_byte_timeout_ms, self.header_timeout_ms
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.max_connections) {
+            return bad(format!(
+                "max_connections must be 1..=1000000, not {}",
+                self.max_connections
+            ));
+        }
+        if let Some(per_ip) = self.max_connections_per_ip
+            && !(1..=self.max_connections).contains(&per_ip)
+        {
+            return bad(format!(
+                "max_connections_per_ip must be 1..=max_connections ({}), not {per_ip}",
+                self.max_connections
+            ));
+        }
+        if self.http2_max_concurrent_streams == 0 {
+            return bad("http2_max_concurrent_streams must be at least 1".into());
+        }
+        if !(1..=10_000).contains(&self.http2_max_pending_resets) {
+            return bad(format!(
+                "http2_max_pending_resets must be 1..=10000, not {}",
+                self.http2_max_pending_resets
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -567,5 +659,33 @@ fn coord_reason(e: idmint_coord::Error) -> String {
     match e {
         idmint_coord::Error::InvalidRequest(reason) => reason,
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_are_checked() {
+        let check = |change: fn(&mut ServerConfig), ok: bool| {
+            let mut config = ServerConfig::default();
+            change(&mut config);
+            assert_eq!(config.validated().is_ok(), ok);
+        };
+        check(|_| {}, true);
+        check(|c| c.first_byte_timeout_ms = 0, false);
+        check(|c| c.header_timeout_ms = 3_600_001, false);
+        check(|c| c.body_timeout_ms = 0, false);
+        check(|c| c.idle_timeout_ms = 0, false);
+        check(|c| c.first_byte_timeout_ms = c.header_timeout_ms + 1, false);
+        check(|c| c.first_byte_timeout_ms = c.header_timeout_ms, true);
+        check(|c| c.max_connections = 0, false);
+        check(|c| c.max_connections_per_ip = Some(0), false);
+        check(|c| c.max_connections_per_ip = Some(c.max_connections + 1), false);
+        check(|c| c.max_connections_per_ip = Some(1), true);
+        check(|c| c.http2_max_concurrent_streams = 0, false);
+        check(|c| c.http2_max_pending_resets = 0, false);
+        check(|c| c.http2_keepalive_timeout_ms = 0, false);
     }
 }

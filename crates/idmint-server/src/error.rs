@@ -36,6 +36,15 @@ pub enum Error {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The request's header (request line and header fields) is larger than the limit.
+    #[error("request header larger than {limit} bytes")]
+    HeaderTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The request target (path and query string) is longer than the HTTP stack takes.
+    #[error("request target too long")]
+    UriTooLong,
     /// The route does not exist.
     #[error("no such route: {0}")]
     NotFound(String),
@@ -109,6 +118,8 @@ impl Error {
             Error::UnknownNamespace(_) | Error::NotFound(_) => 404,
             Error::MethodNotAllowed => 405,
             Error::PayloadTooLarge { .. } => 413,
+            Error::UriTooLong => 414,
+            Error::HeaderTooLarge { .. } => 431,
             Error::NotReady(_)
             | Error::WindowExhausted { .. }
             | Error::Busy { .. }
@@ -127,6 +138,8 @@ impl Error {
             Error::Unauthorized(_) => "unauthorized",
             Error::Forbidden(_) => "forbidden",
             Error::PayloadTooLarge { .. } => "payload_too_large",
+            Error::HeaderTooLarge { .. } => "header_too_large",
+            Error::UriTooLong => "uri_too_long",
             Error::NotFound(_) => "not_found",
             Error::MethodNotAllowed => "method_not_allowed",
             Error::NotReady(_) => "not_ready",
@@ -177,10 +190,36 @@ impl Error {
             403 => 7,
             404 => 5,
             405 => 12,
-            413 => 8,
+            413 | 414 | 431 => 8,
             409 => 9,
             503 => 14,
             _ => 13,
+        }
+    }
+
+    /// The error for a request the HTTP stack (hyper) refused before idmint's code saw it,
+    /// by the status hyper chose: 431 for a header over `header_limit` bytes, 414 for a
+    /// request target too long, 400 for malformed framing (request line, header syntax,
+    /// version).
+    pub(crate) fn from_http_stack(status: u16, header_limit: usize) -> Self {
+        match status {
+            431 => Error::HeaderTooLarge { limit: header_limit },
+            414 => Error::UriTooLong,
+            _ => Error::BadRequest("malformed HTTP request".into()),
+        }
+    }
+
+    /// The error for a gRPC request message that tonic could not decode: over the size
+    /// limit (tonic's RESOURCE_EXHAUSTED or OUT_OF_RANGE) it is [`Error::PayloadTooLarge`],
+    /// anything else (bytes that are not the message: a truncated varint, a wrong wire type,
+    /// invalid UTF-8) is [`Error::BadRequest`].
+    #[cfg(feature = "grpc")]
+    pub(crate) fn from_grpc_decode(status: &tonic::Status, limit: usize) -> Self {
+        match status.code() {
+            tonic::Code::ResourceExhausted | tonic::Code::OutOfRange => {
+                Error::PayloadTooLarge { limit }
+            }
+            _ => Error::BadRequest(format!("malformed request message: {}", status.message())),
         }
     }
 

@@ -50,12 +50,6 @@ use crate::{Error, Server, http::constant_time_eq, namespace::Namespace};
 const STREAM_BUFFER: usize = 2;
 /// How often a health `Watch` looks at readiness between shutdown notifications.
 const HEALTH_POLL: Duration = Duration::from_millis(250);
-/// HTTP/2 pings on idle connections, so a vanished client's streams end.
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-/// How long a ping may go unanswered before the connection is closed.
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Concurrent calls per connection.
-const MAX_CONCURRENT_STREAMS: u32 = 1024;
 /// HTTP/2 receive windows: requests are small, so the defaults would do; these keep a
 /// client that streams requests from stalling on flow control.
 const STREAM_WINDOW: u32 = 1 << 20;
@@ -169,6 +163,7 @@ impl Endpoint {
         let stopped_accepting = CancellationToken::new();
         let drain = CancellationToken::new();
         let incoming = Incoming {
+            first_byte: Duration::from_millis(server.config().first_byte_timeout_ms),
             listener: Some(listener),
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
             stopped: Some(stopped_accepting.clone().drop_guard()),
@@ -190,14 +185,21 @@ impl Endpoint {
             .map_response(crate::web::only_for_allowed::<tonic::body::Body>)
             .option_layer(crate::web::cors(&config.cors_allow_origins, true))
             .layer(tonic_web::GrpcWebLayer::new());
-        let health = HealthServer::new(HealthService { server, shutdown })
+        let idmint =
+            Strict { inner: idmint, server: Arc::clone(&server), limit: config.max_body_bytes };
+        let health = HealthServer::new(HealthService { server: Arc::clone(&server), shutdown })
             .max_decoding_message_size(MESSAGE_OVERHEAD);
+        let health = Strict { inner: health, server: Arc::clone(&server), limit: MESSAGE_OVERHEAD };
         let router = tonic::transport::Server::builder()
             .accept_http1(true)
             .layer(web)
-            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .http2_keepalive_interval(Some(Duration::from_millis(
+                config.http2_keepalive_interval_ms,
+            )))
+            .http2_keepalive_timeout(Some(Duration::from_millis(config.http2_keepalive_timeout_ms)))
+            .max_concurrent_streams(config.http2_max_concurrent_streams)
+            .http2_max_pending_accept_reset_streams(Some(config.http2_max_pending_resets))
+            .http2_max_local_error_reset_streams(Some(config.http2_max_pending_resets))
             .initial_stream_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .http2_max_header_list_size(16 * 1024)
@@ -231,10 +233,78 @@ impl Endpoint {
     }
 }
 
+/// A gRPC service whose errors made by tonic itself, before a handler runs, follow idmint's
+/// contract: a request message that does not decode (garbage bytes, a truncated varint,
+/// invalid UTF-8; tonic says INTERNAL) is INVALID_ARGUMENT, one over the size limit (tonic
+/// says OUT_OF_RANGE) is RESOURCE_EXHAUSTED, each with the `idmint-error` metadata
+/// (`From<Error> for Status`) and counted in the metrics. Statuses of idmint's handlers carry
+/// `idmint-error` already and pass unchanged.
+#[derive(Debug, Clone)]
+struct Strict<S> {
+    inner: S,
+    server: Arc<Server>,
+    /// The service's largest request message, in bytes.
+    limit: usize,
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for Strict<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+type GrpcResponse = tonic::codegen::http::Response<tonic::body::Body>;
+
+impl<S, B> tonic::codegen::Service<tonic::codegen::http::Request<B>> for Strict<S>
+where
+    S: tonic::codegen::Service<
+            tonic::codegen::http::Request<B>,
+            Response = GrpcResponse,
+            Error = std::convert::Infallible,
+        >,
+    S::Future: Send + 'static,
+{
+    type Response = GrpcResponse;
+    type Error = std::convert::Infallible;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<GrpcResponse, std::convert::Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: tonic::codegen::http::Request<B>) -> Self::Future {
+        let answer = self.inner.call(request);
+        let server = Arc::clone(&self.server);
+        let limit = self.limit;
+        Box::pin(async move {
+            let Ok(response) = answer.await;
+            Ok(strict_response(response, &server, limit))
+        })
+    }
+}
+
+/// The response, or idmint's error in place of a decoding error tonic made.
+fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> GrpcResponse {
+    if response.headers().contains_key("idmint-error") {
+        return response;
+    }
+    let Some(status) = Status::from_header_map(response.headers()) else { return response };
+    if !matches!(
+        status.code(),
+        tonic::Code::Internal | tonic::Code::OutOfRange | tonic::Code::ResourceExhausted
+    ) {
+        return response;
+    }
+    let status = Status::from(Error::from_grpc_decode(&status, limit));
+    server.grpc_metrics().record(status.code());
+    status.into_http()
+}
+
 /// The connections of a listener until shutdown. Then it closes the listener, cancels its
 /// `stopped` token, and stays pending: tonic goes on serving the open connections until the
 /// drain signal (a stream that ended would start tonic's drain at once).
 struct Incoming {
+    /// How long a new connection may take to send its first byte.
+    first_byte: Duration,
     listener: Option<TcpListener>,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     stopped: Option<DropGuard>,
@@ -244,7 +314,7 @@ struct Incoming {
 }
 
 impl Stream for Incoming {
-    type Item = io::Result<TcpStream>;
+    type Item = io::Result<FirstByte>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -262,7 +332,8 @@ impl Stream for Incoming {
             Ok((stream, _)) => {
                 this.delay = Duration::from_millis(1);
                 let _ = stream.set_nodelay(true);
-                Poll::Ready(Some(Ok(stream)))
+                let deadline = Box::pin(tokio::time::sleep(this.first_byte));
+                Poll::Ready(Some(Ok(FirstByte { stream, deadline: Some(deadline) })))
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -272,6 +343,63 @@ impl Stream for Incoming {
                 Poll::Ready(Some(Err(e)))
             }
         }
+    }
+}
+
+/// A gRPC connection that must send its first byte within `first_byte_timeout_ms` of accept:
+/// a client that connects and stays silent gets a read error, and hyper closes the
+/// connection. (Once it has spoken, HTTP/2 keep-alive pings find a client that vanished.)
+struct FirstByte {
+    stream: TcpStream,
+    /// Until the first byte arrives.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl tonic::transport::server::Connected for FirstByte {
+    type ConnectInfo = <TcpStream as tonic::transport::server::Connected>::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for FirstByte {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if let Some(deadline) = &mut self.deadline {
+            match read {
+                Poll::Ready(Ok(())) if buf.filled().len() > before => self.deadline = None,
+                Poll::Pending if deadline.as_mut().poll(cx).is_ready() => {
+                    tracing::debug!("gRPC connection closed: no first byte in time");
+                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+                }
+                _ => {}
+            }
+        }
+        read
+    }
+}
+
+impl tokio::io::AsyncWrite for FirstByte {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

@@ -26,12 +26,13 @@ use crate::{Error, Server, namespace::Namespace};
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let limit = server.config().max_body_bytes;
     let cors = crate::web::cors(&server.config().cors_allow_origins, false);
+    let document: Arc<str> = crate::openapi::document(&server).into();
     let router = Router::new()
         .merge(crate::web::routes())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(move || async move { json_body(document.to_string()) }))
         .route("/v1/namespaces", get(namespaces))
         .route("/v1/namespaces/{namespace}/next", get(next))
         .route("/v1/namespaces/{namespace}/batch", get(batch).post(batch_post))
@@ -115,7 +116,7 @@ where
 
 /// The query parameters the ID routes accept; anything else is refused.
 #[derive(Debug, Default)]
-struct Params {
+pub(crate) struct Params {
     count: Option<u64>,
     format: Option<Format>,
     numbers: bool,
@@ -123,7 +124,11 @@ struct Params {
 
 impl Params {
     /// Parses a query string strictly: known keys only, each at most once, plain values.
-    fn parse(query: Option<&str>, allowed: &[&str], max_batch: u64) -> Result<Self, Error> {
+    pub(crate) fn parse(
+        query: Option<&str>,
+        allowed: &[&str],
+        max_batch: u64,
+    ) -> Result<Self, Error> {
         let mut params = Params::default();
         let mut seen = Vec::new();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -264,10 +269,6 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], server.render_metrics()).into_response()
 }
 
-async fn openapi() -> Response {
-    json_body(crate::OPENAPI.to_owned())
-}
-
 async fn namespaces(State(server): State<Arc<Server>>) -> Json<NamespacesResponse> {
     Json(NamespacesResponse { namespaces: server.namespace_infos() })
 }
@@ -308,25 +309,83 @@ async fn batch(
     batch_response(&server, ns, count, &params).await
 }
 
-/// The JSON body of `POST .../batch`.
+/// The JSON body of `POST .../batch`: an object with `count` and optionally `format` (a
+/// string) and `numbers` (a boolean), each at most once, nothing else. `null` for an optional
+/// field is refused (leave it out instead); so is an array, which serde would take as the
+/// fields in order ([`BatchObject`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BatchBody {
+pub(crate) struct BatchBody {
+    #[serde(deserialize_with = "whole_number")]
     count: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "some_string")]
     format: Option<String>,
     #[serde(default)]
     numbers: bool,
+}
+
+/// A whole number as JSON Schema defines one: `316` or `316.0` (a number whose fraction is
+/// zero), not `1.5`, not negative, not a string.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let number = serde_json::Number::deserialize(d)?;
+    if let Some(n) = number.as_u64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        // Exactly representable whole numbers only (below 2^53).
+        Some(f) if f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f) => Ok(f as u64),
+        _ => Err(serde::de::Error::custom(format!("`count` must be a whole number, not {number}"))),
+    }
+}
+
+/// A string that must be there if its key is: `null` is refused.
+fn some_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+/// A [`BatchBody`] read only from a JSON object.
+#[derive(Debug)]
+pub(crate) struct BatchObject(BatchBody);
+
+impl<'de> Deserialize<'de> for BatchObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = BatchObject;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<BatchObject, A::Error> {
+                BatchBody::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(BatchObject)
+            }
+        }
+        d.deserialize_map(Object)
+    }
+}
+
+impl BatchBody {
+    /// The body from its bytes, as the route reads it (for the fuzz targets).
+    pub(crate) fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
+        serde_json::from_slice::<BatchObject>(bytes)
+            .map(|object| object.0)
+            .map_err(|e| Error::BadRequest(format!("Failed to deserialize the JSON body: {e}")))
+    }
 }
 
 async fn batch_post(
     State(server): State<Arc<Server>>,
     PathParams(namespace): PathParams<String>,
     headers: HeaderMap,
-    body: Result<Json<BatchBody>, JsonRejection>,
+    body: Result<Json<BatchObject>, JsonRejection>,
 ) -> Result<Response, Error> {
     let ns = authorized(&server, &namespace, &headers)?;
-    let Json(body) = body.map_err(|rejection| match rejection.status() {
+    let Json(BatchObject(body)) = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => {
             Error::PayloadTooLarge { limit: server.config().max_body_bytes }
         }
@@ -420,7 +479,7 @@ async fn batch_default(
 async fn batch_post_default(
     state: State<Arc<Server>>,
     headers: HeaderMap,
-    body: Result<Json<BatchBody>, JsonRejection>,
+    body: Result<Json<BatchObject>, JsonRejection>,
 ) -> Result<Response, Error> {
     let name = state.default_namespace().to_owned();
     batch_post(state, PathParams(name), headers, body).await

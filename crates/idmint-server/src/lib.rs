@@ -14,6 +14,9 @@
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
 //!   `/openapi.json`).
 //! - `grpc` (feature `grpc`): the gRPC services, on tonic.
+//! - `listener`: [`serve`], `serve_grpc`, `serve_all` and [`bind`]: the accept loops, the
+//!   hygiene of each connection (timeouts from accept, connection caps, shedding idle
+//!   connections), and the shutdown sequence.
 //! - `metrics`: atomic counters rendered in the Prometheus text format.
 //! - `error`: [`Error`], and the one place that maps errors to status codes.
 //!
@@ -56,30 +59,26 @@ mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;
+mod listener;
 mod metrics;
 mod namespace;
+mod openapi;
 mod web;
 
-use std::{
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicBool, Ordering},
 };
 
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
-    service::TowerToHyperService,
-};
 #[cfg(feature = "redis")]
 use idmint_coord::IcicleClient;
 use idmint_coord::{Coordinator, CounterStore, SegmentStore};
 use idmint_proto::NamespaceInfo;
-use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use crate::listener::{bind, serve};
+#[cfg(feature = "grpc")]
+pub use crate::listener::{serve_all, serve_grpc};
 use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
     clock::{OffsetClock, WallClock},
@@ -87,15 +86,43 @@ pub use crate::{
     error::Error,
 };
 
-/// The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`.
-pub const OPENAPI: &str = include_str!("openapi.json");
+/// Entry points for the fuzz targets (`fuzz/` at the repository root): the parsers of the
+/// HTTP API's outside input. Not part of the API: no stability promise.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Parses a query string as the ID routes do (`count`, `format`, `numbers`, each at most
+    /// once, nothing else), with `max_batch` 100,000.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::BadRequest`] for anything the routes refuse.
+    pub fn parse_query(query: &str) -> Result<(), crate::Error> {
+        crate::http::Params::parse(Some(query), &["count", "format", "numbers"], 100_000).map(drop)
+    }
 
-/// The largest HTTP/1 read buffer, which bounds the size of request headers (bytes).
-const MAX_HEADER_BYTES: usize = 16 * 1024;
-/// How long a client may take to send its request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// How many connections are served at once; further ones wait to be accepted.
-const MAX_CONNECTIONS: usize = 10_000;
+    /// Parses the body of `POST /v1/batch`.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::BadRequest`] for anything but the object the schema declares.
+    pub fn parse_batch_body(body: &[u8]) -> Result<(), crate::Error> {
+        crate::http::BatchBody::from_slice(body).map(drop)
+    }
+
+    /// Validates a configuration as `Server::start` does (the fuzz target reads it from TOML).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Config`] for an invalid configuration.
+    pub fn validate_config(config: crate::ServerConfig) -> Result<(), crate::Error> {
+        config.validated().map(drop)
+    }
+}
+
+/// The OpenAPI 3.1 document of the HTTP API, as a template: `/openapi.json` serves it made
+/// exact for the server's configuration (a path per namespace, each with only the `format`s
+/// and `numbers` it takes, `count` up to `max_batch`).
+pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// A step of the shutdown sequence, in the order they happen.
 ///
@@ -559,236 +586,6 @@ impl Server {
         self.step(ShutdownStep::Released);
         first_error.map_or(Ok(()), Err)
     }
-}
-
-/// Serves the HTTP API of `server` on `listener` until `shutdown` is cancelled, then shuts
-/// down in order: stop accepting, report not ready, drain in-flight requests, persist marks,
-/// release claims.
-///
-/// # Errors
-///
-/// The error of the final persist-and-release step, if any. Accept errors are retried.
-pub async fn serve(
-    server: Arc<Server>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> Result<(), Error> {
-    serve_endpoints(
-        server,
-        Some(listener),
-        #[cfg(feature = "grpc")]
-        None,
-        shutdown,
-    )
-    .await
-}
-
-/// Serves the gRPC API of `server` (`idmint.v1.IdMint`, and `grpc.health.v1.Health` reporting
-/// SERVING while [`Server::is_ready`]) on `listener` until `shutdown` is cancelled, then shuts
-/// down in the order of [`serve`]. Streams end with UNAVAILABLE when `shutdown` is cancelled.
-///
-/// # Errors
-///
-/// The error of the final persist-and-release step, or of the gRPC server, if any.
-///
-/// # Example
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use idmint_coord::MemoryCoordinator;
-/// use idmint_core::SystemClock;
-/// use idmint_proto::grpc::{BatchRequest, IdMintClient};
-/// use idmint_server::{Server, ServerConfig};
-/// use tokio_util::sync::CancellationToken;
-///
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-/// let url = format!("http://{}", listener.local_addr().unwrap());
-/// let shutdown = CancellationToken::new();
-/// let task = tokio::spawn(idmint_server::serve_grpc(Arc::clone(&server), listener, shutdown.clone()));
-/// let mut client = IdMintClient::connect(url).await.unwrap();
-/// let batch = client.batch(BatchRequest { namespace: String::new(), count: 3 }).await.unwrap();
-/// assert_eq!(batch.into_inner().ids.len(), 3);
-/// shutdown.cancel();
-/// task.await.unwrap()?;
-/// # Ok::<(), idmint_server::Error>(())
-/// # }).unwrap();
-/// ```
-#[cfg(feature = "grpc")]
-pub async fn serve_grpc(
-    server: Arc<Server>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> Result<(), Error> {
-    serve_endpoints(server, None, Some(listener), shutdown).await
-}
-
-/// Serves the HTTP API on `http` and, when given, the gRPC API on `grpc`, over one server,
-/// until `shutdown` is cancelled. Then both stop accepting, readiness and gRPC health turn
-/// off, both drain (together, within `drain_ms`), and only then are marks persisted and
-/// claims released, once: [`Server::shutdown_steps`] records each step once.
-///
-/// # Errors
-///
-/// The error of the final persist-and-release step, or of the gRPC server, if any.
-///
-/// # Example
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use idmint_coord::MemoryCoordinator;
-/// use idmint_core::SystemClock;
-/// use idmint_server::{Server, ServerConfig, ShutdownStep};
-/// use tokio_util::sync::CancellationToken;
-///
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
-/// let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-/// let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-/// let shutdown = CancellationToken::new();
-/// let task = tokio::spawn(idmint_server::serve_all(Arc::clone(&server), http, Some(grpc), shutdown.clone()));
-/// shutdown.cancel();
-/// task.await.unwrap()?;
-/// assert_eq!(
-///     server.shutdown_steps(),
-///     [
-///         ShutdownStep::StoppedAccepting,
-///         ShutdownStep::ReportedNotReady,
-///         ShutdownStep::Drained,
-///         ShutdownStep::Persisted,
-///         ShutdownStep::Released,
-///     ]
-/// );
-/// # Ok::<(), idmint_server::Error>(())
-/// # }).unwrap();
-/// ```
-#[cfg(feature = "grpc")]
-pub async fn serve_all(
-    server: Arc<Server>,
-    http: TcpListener,
-    grpc: Option<TcpListener>,
-    shutdown: CancellationToken,
-) -> Result<(), Error> {
-    serve_endpoints(server, Some(http), grpc, shutdown).await
-}
-
-/// The one shutdown sequence, over whichever APIs are served.
-async fn serve_endpoints(
-    server: Arc<Server>,
-    http: Option<TcpListener>,
-    #[cfg(feature = "grpc")] grpc: Option<TcpListener>,
-    shutdown: CancellationToken,
-) -> Result<(), Error> {
-    #[cfg(feature = "grpc")]
-    let grpc =
-        grpc.map(|listener| grpc::Endpoint::start(Arc::clone(&server), listener, shutdown.clone()));
-    let graceful = match http {
-        Some(listener) => Some(accept_http(&server, listener, &shutdown).await),
-        None => {
-            shutdown.cancelled().await;
-            None
-        }
-    };
-    #[cfg(feature = "grpc")]
-    if let Some(grpc) = &grpc {
-        grpc.stopped_accepting().await;
-    }
-    server.step(ShutdownStep::StoppedAccepting);
-    server.report_not_ready();
-    let drain = Duration::from_millis(server.config.drain_ms);
-    let http_drained = async {
-        if let Some(graceful) = graceful {
-            graceful.shutdown().await;
-        }
-    };
-    #[cfg(feature = "grpc")]
-    let grpc_drained = async {
-        match grpc {
-            Some(grpc) => grpc.drain().await,
-            None => Ok(()),
-        }
-    };
-    #[cfg(not(feature = "grpc"))]
-    let grpc_drained = async { Ok::<(), Error>(()) };
-    let drained = tokio::time::timeout(drain, async { tokio::join!(http_drained, grpc_drained).1 });
-    let grpc_result = match drained.await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!(
-                drain_ms = server.config.drain_ms,
-                "in-flight requests did not finish in time"
-            );
-            Ok(())
-        }
-    };
-    server.step(ShutdownStep::Drained);
-    server.stop().await.and(grpc_result)
-}
-
-/// Accepts HTTP connections on `listener` until `shutdown` is cancelled, then closes the
-/// listener and returns the handle that drains the open connections.
-async fn accept_http(
-    server: &Arc<Server>,
-    listener: TcpListener,
-    shutdown: &CancellationToken,
-) -> GracefulShutdown {
-    let router = http::router(Arc::clone(server));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .max_buf_size(MAX_HEADER_BYTES)
-        .header_read_timeout(HEADER_TIMEOUT)
-        .timer(TokioTimer::new());
-    builder.http2().max_header_list_size(MAX_HEADER_BYTES as u32).timer(TokioTimer::new());
-    let graceful = GracefulShutdown::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let mut backoff = Duration::from_millis(1);
-    loop {
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = Arc::clone(&slots).acquire_owned() => permit,
-        };
-        let Ok(permit) = permit else { break };
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, _) = match accepted {
-            Ok(conn) => {
-                backoff = Duration::from_millis(1);
-                conn
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
-        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-        let watched = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = watched.await;
-            drop(permit);
-        });
-    }
-    drop(listener);
-    graceful
-}
-
-/// Binds a TCP listener, with a clear error.
-///
-/// # Errors
-///
-/// [`Error::Io`] when the address cannot be bound.
-pub async fn bind(addr: &str) -> Result<TcpListener, Error> {
-    TcpListener::bind(addr).await.map_err(|e| Error::io(format!("cannot listen on {addr}"), e))
 }
 
 #[cfg(test)]

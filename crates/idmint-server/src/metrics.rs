@@ -3,6 +3,7 @@
 //! No metrics library: the hot path only does relaxed atomic adds, and the exposition format is
 //! a few lines of text.
 
+use crate::listener::Refusal;
 use std::{
     fmt::Write,
     sync::atomic::{AtomicU64, Ordering::Relaxed},
@@ -49,18 +50,105 @@ pub(crate) struct NamespaceGauges<'a> {
     pub(crate) metrics: &'a NamespaceMetrics,
 }
 
-/// HTTP responses by status code (the codes the server produces, plus "other").
+/// HTTP responses by status code (the codes the server produces, plus "other"), and the
+/// connections: open, closed by the server and why, refused and why.
 #[derive(Debug, Default)]
 pub(crate) struct HttpMetrics {
     by_status: [AtomicU64; STATUSES.len() + 1],
+    connections_open: AtomicU64,
+    closed: [AtomicU64; CloseReason::ALL.len()],
+    refused: [AtomicU64; 2],
 }
 
-const STATUSES: [u16; 10] = [200, 400, 401, 403, 404, 405, 413, 500, 503, 504];
+const STATUSES: [u16; 12] = [200, 400, 401, 403, 404, 405, 413, 414, 431, 500, 503, 504];
+
+/// Why the server closed an HTTP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloseReason {
+    /// No byte within `first_byte_timeout_ms` of accept.
+    FirstByte,
+    /// A header not complete within `header_timeout_ms`.
+    Header,
+    /// A body not complete within `body_timeout_ms`.
+    Body,
+    /// Idle for `idle_timeout_ms`.
+    Idle,
+    /// Shed at the connection limit for a new connection.
+    Shed,
+}
+
+impl CloseReason {
+    const ALL: [CloseReason; 5] = [
+        CloseReason::FirstByte,
+        CloseReason::Header,
+        CloseReason::Body,
+        CloseReason::Idle,
+        CloseReason::Shed,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            CloseReason::FirstByte => "first_byte_timeout",
+            CloseReason::Header => "header_timeout",
+            CloseReason::Body => "body_timeout",
+            CloseReason::Idle => "idle_timeout",
+            CloseReason::Shed => "shed",
+        }
+    }
+}
 
 impl HttpMetrics {
     pub(crate) fn record(&self, status: u16) {
         let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
         self.by_status[slot].fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn connection_opened(&self) {
+        self.connections_open.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn connection_gone(&self) {
+        self.connections_open.fetch_sub(1, Relaxed);
+    }
+
+    pub(crate) fn connection_closed(&self, reason: CloseReason) {
+        self.closed[reason as usize].fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn connection_refused(&self, reason: Refusal) {
+        self.refused[reason as usize].fetch_add(1, Relaxed);
+    }
+
+    fn render_connections(&self, out: &mut String) {
+        let load = |c: &AtomicU64| c.load(Relaxed);
+        let _ = writeln!(
+            out,
+            "# HELP idmint_http_connections_open HTTP connections open.\n# TYPE idmint_http_connections_open gauge\nidmint_http_connections_open {}",
+            load(&self.connections_open)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP idmint_http_connections_closed_total HTTP connections the server closed, by reason.\n# TYPE idmint_http_connections_closed_total counter"
+        );
+        for reason in CloseReason::ALL {
+            let _ = writeln!(
+                out,
+                "idmint_http_connections_closed_total{{reason=\"{}\"}} {}",
+                reason.label(),
+                load(&self.closed[reason as usize])
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP idmint_http_connections_refused_total New HTTP connections closed at once, by reason.\n# TYPE idmint_http_connections_refused_total counter"
+        );
+        for (reason, label) in [(Refusal::Limit, "limit"), (Refusal::PerIp, "per_ip")] {
+            let _ = writeln!(
+                out,
+                "idmint_http_connections_refused_total{{reason=\"{label}\"}} {}",
+                load(&self.refused[reason as usize])
+            );
+        }
     }
 }
 
@@ -213,5 +301,6 @@ pub(crate) fn render(
         "idmint_http_responses_total{{code=\"other\"}} {}",
         load(&http.by_status[STATUSES.len()])
     );
+    http.render_connections(&mut out);
     out
 }

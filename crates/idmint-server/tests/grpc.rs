@@ -509,12 +509,14 @@ async fn bad_input_gets_the_right_status() {
         check(&case, result);
     }
 
-    // A request larger than max_body_bytes is refused before it reaches a handler.
+    // A request larger than max_body_bytes is refused before it reaches a handler, as HTTP's
+    // 413 is: RESOURCE_EXHAUSTED, with the error code.
     let status = client
         .decode(DecodeRequest { namespace: String::new(), id: "9".repeat(100_000), format: None })
         .await
         .unwrap_err();
-    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(status.metadata().get("idmint-error").unwrap(), "payload_too_large");
 
     // Health of a service the server does not have.
     let mut health = running.health().await;

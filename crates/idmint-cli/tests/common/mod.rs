@@ -22,33 +22,9 @@ use crate::http;
 /// The binary under test.
 pub(crate) const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
 
-/// Variables of the parent's environment that would change how `idmint` runs.
-pub(crate) const CLEARED_ENV: [&str; 23] = [
-    "IDMINT_LISTEN",
-    "IDMINT_GRPC_LISTEN",
-    "IDMINT_DATA_DIR",
-    "IDMINT_CONFIG",
-    "IDMINT_LAYOUT",
-    "IDMINT_GENERATOR_ID",
-    "IDMINT_GENERATOR_POOL",
-    "IDMINT_WAIT_FOR_CLAIM",
-    "IDMINT_CLAIM_RETRY_MS",
-    "IDMINT_TOKEN",
-    "IDMINT_WINDOW_MS",
-    "IDMINT_MAX_BATCH",
-    "IDMINT_MAX_AHEAD_MS",
-    "IDMINT_ALLOW_AHEAD",
-    "IDMINT_LOG",
-    "IDMINT_LOG_FORMAT",
-    "IDMINT_ETCD",
-    "IDMINT_ETCD_PREFIX",
-    "IDMINT_ETCD_SCHEME",
-    "IDMINT_ETCD_LABLE_PREFIX",
-    "IDMINT_LEASE_TTL",
-    "IDMINT_CORS_ALLOW_ORIGIN",
-    "RUST_LOG",
-    "LD_PRELOAD",
-];
+/// Variables cleared from every `idmint` the tests run, besides every `IDMINT_*` one, so that
+/// the caller's environment cannot change a test.
+const CLEARED_ENV: [&str; 2] = ["RUST_LOG", "LD_PRELOAD"];
 
 /// `idmint <args>` with a clean environment (then `env`), no stdin and no colours.
 pub(crate) fn idmint<A: AsRef<OsStr>>(
@@ -59,6 +35,11 @@ pub(crate) fn idmint<A: AsRef<OsStr>>(
     command.args(args).stdin(Stdio::null()).env("NO_COLOR", "1");
     for name in CLEARED_ENV {
         command.env_remove(name);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("IDMINT_") {
+            command.env_remove(name);
+        }
     }
     command.envs(env.iter().copied());
     command

@@ -1,0 +1,152 @@
+//! The OpenAPI document a server serves at `/openapi.json`: the template in `openapi.json`
+//! ([`crate::OPENAPI`]) made exact for the server's configuration, so that no parameter the
+//! server refuses is declared valid. Each namespace gets its own paths
+//! (`/v1/namespaces/<name>/...`), whose `format` lists only the formats that hold its IDs,
+//! whose `numbers` is `false` only unless its layout is JavaScript-safe, whose `count` stops
+//! at `max_batch`, and whose security is the bearer token exactly when it has one; the
+//! default routes (`/v1/next`, ...) are made exact for the default namespace.
+
+use idmint_core::Format;
+use serde_json::{Value, json};
+
+use crate::{Server, namespace::Namespace};
+
+/// The template paths of one namespace's routes.
+const NAMESPACE_PATHS: [&str; 3] = [
+    "/v1/namespaces/{namespace}/next",
+    "/v1/namespaces/{namespace}/batch",
+    "/v1/namespaces/{namespace}/decode/{id}",
+];
+/// The routes of the default namespace.
+const DEFAULT_PATHS: [&str; 3] = ["/v1/next", "/v1/batch", "/v1/decode/{id}"];
+
+/// The document for `server`, as JSON text.
+pub(crate) fn document(server: &Server) -> String {
+    let mut doc: Value = serde_json::from_str(crate::OPENAPI).unwrap_or_else(|_| json!({}));
+    let request_schema = doc["components"]["schemas"]["BatchRequest"].clone();
+    let max_batch = server.config().max_batch;
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return doc.to_string();
+    };
+    let templates: Vec<Value> =
+        NAMESPACE_PATHS.iter().map(|p| paths.remove(*p).unwrap_or(Value::Null)).collect();
+    for ns in server.namespace_list() {
+        for (path, template) in NAMESPACE_PATHS.iter().zip(&templates) {
+            let mut item = template.clone();
+            exact(&mut item, ns, max_batch, &request_schema);
+            // Operation IDs are unique in a document: each namespace's carry its name.
+            if let Some(operations) = item.as_object_mut() {
+                for operation in operations.values_mut() {
+                    if let Some(id) = operation["operationId"].as_str() {
+                        operation["operationId"] = json!(format!("{id}_{}", ns.name));
+                    }
+                }
+            }
+            paths.insert(path.replace("{namespace}", &ns.name), item);
+        }
+    }
+    if let Some(default) = server.namespace_list().first() {
+        for path in DEFAULT_PATHS {
+            if let Some(item) = paths.get_mut(path) {
+                exact(item, default, max_batch, &request_schema);
+            }
+        }
+    }
+    doc.to_string()
+}
+
+/// Makes the operations of one path item exact for `ns`.
+fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Value) {
+    let Some(operations) = item.as_object_mut() else { return };
+    let bits = ns.layout.id_bits();
+    let formats: Vec<&str> =
+        Format::ALL.iter().filter(|f| f.supports(bits)).map(|f| f.name()).collect();
+    let numbers = if ns.layout.is_js_safe() {
+        json!({"type": "boolean", "default": false})
+    } else {
+        json!({"type": "boolean", "enum": [false], "description": "Always false: this namespace's IDs do not fit a JavaScript number."})
+    };
+    for operation in operations.values_mut() {
+        if let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) {
+            parameters.retain(|p| p["name"] != "namespace");
+            for parameter in parameters {
+                match parameter["name"].as_str() {
+                    Some("format") => parameter["schema"]["enum"] = json!(formats),
+                    Some("numbers") => parameter["schema"] = numbers.clone(),
+                    Some("count") => parameter["schema"]["maximum"] = json!(max_batch),
+                    _ => {}
+                }
+            }
+        }
+        if operation.get("requestBody").is_some() {
+            let mut schema = request_schema.clone();
+            schema["properties"]["count"]["maximum"] = json!(max_batch);
+            schema["properties"]["format"]["enum"] = json!(formats);
+            schema["properties"]["numbers"] = numbers.clone();
+            operation["requestBody"]["content"]["application/json"]["schema"] = schema;
+        }
+        if let Some(fields) = operation.as_object_mut() {
+            if ns.token().is_some() {
+                fields.insert("security".into(), json!([{"bearer": []}]));
+            } else {
+                fields.remove("security");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use idmint_coord::MemoryCoordinator;
+    use idmint_core::SystemClock;
+
+    use crate::{NamespaceConfig, Server, ServerConfig};
+
+    #[tokio::test]
+    async fn each_namespace_gets_exact_paths() {
+        let config = ServerConfig {
+            max_batch: 500,
+            namespaces: vec![
+                NamespaceConfig::named("default"),
+                NamespaceConfig {
+                    layout: "js53".into(),
+                    token: Some("t".into()),
+                    ..NamespaceConfig::named("web")
+                },
+            ],
+            ..ServerConfig::default()
+        };
+        let server =
+            Server::start(config, Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock))
+                .await
+                .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&super::document(&server)).unwrap();
+        let paths = doc["paths"].as_object().unwrap();
+        assert!(!paths.contains_key("/v1/namespaces/{namespace}/next"));
+        let param = |path: &str, name: &str| {
+            paths[path]["get"]["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == name)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(param("/v1/namespaces/default/batch", "count")["schema"]["maximum"], 500);
+        assert_eq!(param("/v1/batch", "numbers")["schema"]["enum"], serde_json::json!([false]));
+        assert!(param("/v1/namespaces/web/next", "numbers")["schema"].get("enum").is_none());
+        let formats = param("/v1/next", "format")["schema"]["enum"].clone();
+        assert!(!formats.as_array().unwrap().contains(&"uuid".into()), "{formats}");
+        assert_eq!(
+            paths["/v1/namespaces/web/next"]["get"]["security"],
+            serde_json::json!([{"bearer": []}])
+        );
+        assert!(paths["/v1/namespaces/default/next"]["get"].get("security").is_none());
+        let body =
+            &paths["/v1/batch"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        assert_eq!(body["properties"]["count"]["maximum"], 500);
+        server.stop().await.unwrap();
+    }
+}
