@@ -1,9 +1,10 @@
-//! `idmint decode`: shows the fields of an ID and when it was issued, as a table or as JSON.
+//! `idmint decode`: shows the fields of IDs and when they were issued, as tables or as JSON
+//! lines; the IDs come from the command line or, one per line, from stdin.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 
 use anyhow::Context;
-use idmint_core::{Clock, FieldValue, Format, Layout, SystemClock, format_rfc3339_ms};
+use idmint_core::{AnyId, Clock, FieldValue, Format, Layout, SystemClock, format_rfc3339_ms};
 use serde::{Serialize, ser::SerializeMap};
 
 use crate::layout_arg::{LayoutArgs, format_for, parse_format};
@@ -15,7 +16,8 @@ use crate::layout_arg::{LayoutArgs, format_for, parse_format};
   idmint decode --layout flake --json 5828128208445124609
   idmint decode --layout flake --format base64le BXDOxnfZflk=
   idmint decode --layout lable cb54ecf2840a0015
-  idmint decode --layout hot-guid --json 61ff0f80-981e-12e9-3401-e241d0000000")]
+  idmint decode --layout hot-guid --json 61ff0f80-981e-12e9-3401-e241d0000000
+  idmint gen -n 3 | idmint decode --json")]
 pub(crate) struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
@@ -26,13 +28,15 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     format: Option<Format>,
 
-    /// Print one JSON object (layout, id, fields, time) instead of a table. Default: a table.
+    /// Print one JSON object (layout, id, fields, time) per ID, one per line, instead of a
+    /// table. Default: a table per ID, with a blank line between tables.
     #[arg(long)]
     json: bool,
 
-    /// The ID to decode.
+    /// The IDs to decode. With none, or `-`, they are read from stdin, one per line (blank
+    /// lines are skipped).
     #[arg(value_name = "ID")]
-    id: String,
+    ids: Vec<String>,
 }
 
 /// What `decode --json` prints, in this order.
@@ -62,38 +66,81 @@ impl Serialize for Fields<'_> {
     }
 }
 
-/// Runs `idmint decode`.
+/// Runs `idmint decode`: every ID given, or every line of stdin. Stops at the first ID that
+/// does not decode, naming its line.
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let layout = args.layout.resolve(None)?;
     let format = format_for(&layout, args.format)?;
-    let id = layout
-        .parse(&args.id, format)
-        .with_context(|| format!("cannot decode `{}` as {}", shorten(&args.id), layout.name()))?;
-    let fields = layout.decode(id)?;
-    // trace-id's seconds wrap: they are read as the latest matching time not after now.
-    let time = layout.time_ms(id, SystemClock.now_ms())?.map(format_rfc3339_ms);
-    let decoded = Decoded {
-        layout: layout.name(),
-        id: layout.format(id, layout.default_format())?,
-        fields: Fields(&fields),
-        time,
+    let now_ms = SystemClock.now_ms();
+    let mut first = true;
+    let mut one = |text: &str, out: &mut dyn Write| -> anyhow::Result<()> {
+        let id = layout
+            .parse(text, format)
+            .with_context(|| format!("cannot decode `{}` as {}", shorten(text), layout.name()))?;
+        if args.json {
+            write_json(&layout, id, layout.default_format(), now_ms, out)
+        } else {
+            if !first {
+                writeln!(out)?;
+            }
+            first = false;
+            write_table(&layout, id, now_ms, out)
+        }
     };
-    if args.json {
-        serde_json::to_writer(&mut *out, &decoded)?;
-        writeln!(out)?;
+    if args.ids.is_empty() || args.ids == ["-"] {
+        let stdin = std::io::stdin();
+        for (number, line) in stdin.lock().lines().enumerate() {
+            let line = line.context("cannot read stdin")?;
+            let text = line.trim();
+            if !text.is_empty() {
+                one(text, out).with_context(|| format!("stdin line {}", number + 1))?;
+            }
+        }
     } else {
-        write_table(&layout, &decoded, &fields, out)?;
+        for text in &args.ids {
+            one(text, out)?;
+        }
     }
     Ok(())
 }
 
-/// The readable form: one `name  value` line per item, values aligned.
-fn write_table(
+/// An ID decoded, as `decode --json` (and `gen --json`, `encode --json`) print it.
+fn decoded<'a>(
+    layout: &'a Layout,
+    id: AnyId,
+    format: Format,
+    fields: &'a [(String, FieldValue)],
+    now_ms: u64,
+) -> anyhow::Result<Decoded<'a>> {
+    // trace-id's seconds wrap: they are read as the latest matching time not after now.
+    let time = layout.time_ms(id, now_ms)?.map(format_rfc3339_ms);
+    Ok(Decoded {
+        layout: layout.name(),
+        id: layout.format(id, format)?,
+        fields: Fields(fields),
+        time,
+    })
+}
+
+/// Writes one ID as a JSON line: layout, id (in `format`), fields, time.
+pub(crate) fn write_json(
     layout: &Layout,
-    decoded: &Decoded<'_>,
-    fields: &[(String, FieldValue)],
-    out: &mut impl Write,
+    id: AnyId,
+    format: Format,
+    now_ms: u64,
+    out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    let fields = layout.decode(id)?;
+    serde_json::to_writer(&mut *out, &decoded(layout, id, format, &fields, now_ms)?)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The readable form: one `name  value` line per item, values aligned.
+fn write_table(layout: &Layout, id: AnyId, now_ms: u64, out: &mut dyn Write) -> anyhow::Result<()> {
+    let fields = layout.decode(id)?;
+    let decoded = decoded(layout, id, layout.default_format(), &fields, now_ms)?;
+    let fields = &fields[..];
     let mut rows: Vec<(&str, String)> = vec![("layout", decoded.layout.to_owned())];
     rows.push(("id", decoded.id.clone()));
     if let Some(time) = &decoded.time {

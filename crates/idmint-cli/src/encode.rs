@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use idmint_core::Format;
+use idmint_core::{Clock, Format, SystemClock};
 
 use crate::layout_arg::{LayoutArgs, format_for, parse_fields, parse_format};
 
@@ -13,7 +13,8 @@ use crate::layout_arg::{LayoutArgs, format_for, parse_fields, parse_format};
   idmint encode --layout decimal-id counter=1415 generator_id=92 launch_id=65
   idmint encode --layout icicle --format base32 timestamp=1 shard=1 sequence=0
   idmint encode --layout lable timestamp=0 sequence=0 generator_id=1 \\
-      cluster_id=5 mode=spread")]
+      cluster_id=5 mode=spread
+  idmint encode --json timestamp=1000 datacenter=1 worker=7 sequence=0")]
 pub(crate) struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
@@ -23,6 +24,10 @@ pub(crate) struct Args {
     /// decimal otherwise).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     format: Option<Format>,
+
+    /// Print a JSON object (layout, id, fields, time) instead of the ID alone.
+    #[arg(long)]
+    json: bool,
 
     /// Every field of the layout as NAME=VALUE: decimal integers, except `mode` (lable:
     /// spread or time-sequential) and `process` (hot-guid: 10 hex digits). No default: all
@@ -37,6 +42,10 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let format = format_for(&layout, args.format)?;
     let fields = parse_fields(&layout, &args.fields)?;
     let id = layout.encode(&fields)?;
-    writeln!(out, "{}", layout.format(id, format)?)?;
+    if args.json {
+        crate::decode::write_json(&layout, id, format, SystemClock.now_ms(), out)?;
+    } else {
+        writeln!(out, "{}", layout.format(id, format)?)?;
+    }
     Ok(())
 }

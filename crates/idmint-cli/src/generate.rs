@@ -8,7 +8,8 @@ use std::io::{self, IsTerminal, Write};
 
 use anyhow::bail;
 use idmint_core::{
-    AnyGenerator, FieldRole, FieldValue, Format, GeneratorConfig, HotGuid, Layout, SystemClock,
+    AnyGenerator, Clock, FieldRole, FieldValue, Format, GeneratorConfig, HotGuid, Layout,
+    SystemClock,
 };
 use idmint_runtime::BlockingGenerator;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -29,7 +30,8 @@ const CHUNK: u64 = 1 << 13;
   idmint gen -n 1000000 datacenter=1 worker=7 > ids.txt
   idmint gen --layout lable --format base32 generator_id=42 mode=spread
   idmint gen --layout hot-guid -n 3 shard_key=208
-  idmint gen --layout-file orders.toml -n 10 worker=5")]
+  idmint gen --layout-file orders.toml -n 10 worker=5
+  idmint gen -n 3 --json")]
 pub(crate) struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
@@ -49,6 +51,11 @@ pub(crate) struct Args {
     /// 3600000); 0 waits for the next tick.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     borrow_ms: u64,
+
+    /// Print one JSON object per ID (layout, id, fields, time), one per line, instead of the
+    /// IDs alone.
+    #[arg(long)]
+    json: bool,
 
     /// Node fields as NAME=VALUE (datacenter, worker, shard, machine, node, node_no,
     /// generator_id, cluster_id, mode, launch_id, process, shard_key: whichever the layout
@@ -81,7 +88,8 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
 
     let progress = (args.count >= PROGRESS_FROM && io::stderr().is_terminal())
         .then(|| progress_bar(args.count));
-    let written = write_ids(&generator, args.count, format, progress.as_ref(), out);
+    let json = args.json.then_some(&layout);
+    let written = write_ids(&generator, args.count, format, json, progress.as_ref(), out);
     // Cleared on errors too, so that the error line stands alone.
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -95,9 +103,11 @@ fn write_ids(
     generator: &BlockingGenerator<AnyGenerator, SystemClock>,
     count: u64,
     format: Format,
+    json: Option<&Layout>,
     progress: Option<&ProgressBar>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
+    let now_ms = SystemClock.now_ms();
     let mut line = String::with_capacity(64);
     let mut failed: Option<anyhow::Error> = None;
     let mut left = count;
@@ -108,10 +118,13 @@ fn write_ids(
                 return;
             }
             line.clear();
-            let written = id.write(format, &mut line).map_err(anyhow::Error::from).and_then(|()| {
-                line.push('\n');
-                out.write_all(line.as_bytes()).map_err(anyhow::Error::from)
-            });
+            let written = match json {
+                Some(layout) => crate::decode::write_json(layout, id, format, now_ms, out),
+                None => id.write(format, &mut line).map_err(anyhow::Error::from).and_then(|()| {
+                    line.push('\n');
+                    out.write_all(line.as_bytes()).map_err(anyhow::Error::from)
+                }),
+            };
             if let Err(err) = written {
                 failed = Some(err);
             }

@@ -7,6 +7,9 @@ use std::io::Write;
 
 /// The arguments of `idmint icicle`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  idmint icicle set-shard redis://10.0.0.1:6379 1
+  idmint icicle set-shard --help")]
 pub(crate) struct Args {
     #[command(subcommand)]
     command: Command,

@@ -21,6 +21,9 @@ use crate::serve::{DEFAULT_DATA_DIR, EtcdArgs, EtcdSettings, FileConfig};
 
 /// `idmint lease ...`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  idmint lease list --data-dir ./idmint-data
+  idmint lease list --etcd http://127.0.0.1:2379 --json")]
 pub(crate) struct Args {
     #[command(subcommand)]
     command: LeaseCommand,
