@@ -6,9 +6,10 @@
 
 use std::borrow::Cow;
 
+pub(crate) use crate::pack::low_mask;
 use crate::{
     Error,
-    generator::{PackKind, Packer, Plan},
+    pack::{PackKind, Packer, Plan},
     time_fmt,
 };
 
@@ -111,11 +112,6 @@ impl BitField {
         }
         Ok(value)
     }
-}
-
-/// A mask of the low `width` bits (`width` may be 64).
-pub(crate) const fn low_mask(width: u32) -> u64 {
-    if width >= 64 { u64::MAX } else { (1u64 << width) - 1 }
 }
 
 /// A layout made of bit fields, most significant first, in a 63-bit or 64-bit integer.

@@ -6,8 +6,8 @@ use std::{fmt, str::FromStr};
 
 use crate::{
     Error, Format, Generator, GeneratorConfig,
-    generator::{PackKind, Packer, Plan},
     id_impl::u64_id,
+    pack::{PackKind, Packer, Plan},
 };
 
 /// How a [`Lable`] ID stores its timestamp.
@@ -313,8 +313,12 @@ impl Lable {
     /// How a generator fills Lable IDs for one (generator ID, cluster ID, mode).
     pub(crate) fn plan(generator_id: u64, cluster_id: u64, mode: LableMode) -> Result<Plan, Error> {
         let kind = match mode {
-            LableMode::Spread => PackKind::LableSpread,
-            LableMode::TimeSequential => PackKind::LableSequential,
+            LableMode::Spread => PackKind::Reversed { seq_shift: SEQUENCE_SHIFT },
+            LableMode::TimeSequential => PackKind::Bits {
+                time_shift: TIMESTAMP_SHIFT,
+                time_mask: Self::MAX_TIMESTAMP,
+                seq_shift: SEQUENCE_SHIFT,
+            },
         };
         Ok(Plan {
             epoch_ms: 0,

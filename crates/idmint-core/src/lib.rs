@@ -72,6 +72,8 @@ mod id_impl;
 mod js53;
 mod lable;
 mod layout;
+mod next;
+mod pack;
 mod sequence;
 mod snowflake;
 mod sonyflake;

@@ -8,8 +8,8 @@ use std::{
 
 use crate::{
     BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
-    generator::{PackKind, Packer, Plan},
     id_impl::u64_id,
+    pack::{PackKind, Packer, Plan},
 };
 
 /// An elfo TraceId: a positive, non-zero `i64` that is unique for about a year.
@@ -243,7 +243,16 @@ impl TraceId {
             time_bits: Self::TIMESTAMP_BITS,
             time_wraps: true,
             seq_limit: Self::IDS_PER_SECOND,
-            packer: Packer { kind: PackKind::TraceId, node_bits, seq_bits: BOTTOM_BITS },
+            packer: Packer {
+                kind: PackKind::Chunked {
+                    time_shift: TIMESTAMP_SHIFT,
+                    time_mask: FIELDS[0].max(),
+                    chunk_shift: CHUNK_SHIFT,
+                    per_chunk: COUNTERS_PER_CHUNK,
+                },
+                node_bits,
+                seq_bits: BOTTOM_BITS,
+            },
         })
     }
 
@@ -254,16 +263,6 @@ impl TraceId {
 }
 
 u64_id!(TraceId);
-
-/// Packs a generated (second, sequence) pair: the sequence `s` in `0..4096·1023` becomes chunk
-/// `s / 1023` and counter `s % 1023 + 1`, so the counter is never 0.
-#[inline]
-pub(crate) fn pack_generated(tick: u64, node_bits: u64, seq: u64) -> u64 {
-    (tick & FIELDS[0].max()) << TIMESTAMP_SHIFT
-        | node_bits
-        | (seq / COUNTERS_PER_CHUNK) << CHUNK_SHIFT
-        | (seq % COUNTERS_PER_CHUNK + 1)
-}
 
 /// elfo's `TraceIdValidator`: checks TraceIds that arrive from outside.
 ///
