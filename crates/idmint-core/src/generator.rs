@@ -9,7 +9,7 @@ use std::{fmt, marker::PhantomData};
 
 pub use crate::next::Next;
 use crate::{
-    Error,
+    error::Error,
     pack::{Packer, Plan, low_mask},
     sequence::{Sequencer, Timing},
 };

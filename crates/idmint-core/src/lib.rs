@@ -59,10 +59,12 @@
 //! [`Layout`] names any built-in or custom layout and encodes, decodes, parses, explains and
 //! generates it without knowing its type at compile time. The CLI and the server use it.
 
+mod any;
 mod bits;
 mod clock;
 mod decimal_id;
 mod error;
+mod field;
 mod flake;
 mod format;
 mod generator;
@@ -70,11 +72,13 @@ mod hot_guid;
 mod icicle;
 mod id_impl;
 mod js53;
+mod kind;
 mod lable;
 mod layout;
 mod next;
 mod pack;
 mod sequence;
+mod sequence_layout;
 mod snowflake;
 mod sonyflake;
 mod time_fmt;
@@ -83,10 +87,12 @@ mod trace_id;
 #[cfg(any(test, feature = "test-util"))]
 pub use crate::clock::ManualClock;
 pub use crate::{
-    bits::{BitField, BitLayout, Capacity, FieldConfig, FieldRole, LayoutConfig},
+    any::{AnyBatch, AnyGenerator, AnyId},
+    bits::{BitField, BitLayout, FieldConfig, LayoutConfig},
     clock::{Anchor, Clock, SystemClock},
     decimal_id::{DecimalId, DecimalIdBatch, DecimalIdGenerator, DecimalIdParts},
     error::Error,
+    field::{FieldInfo, FieldRole, FieldValue, Segment},
     flake::{Flake, FlakeParts},
     format::Format,
     generator::{
@@ -96,8 +102,9 @@ pub use crate::{
     hot_guid::{HotGuid, HotGuidBatch, HotGuidGenerator, HotGuidParts},
     icicle::{Icicle, IcicleParts},
     js53::{Js53, Js53Parts},
+    kind::{Capacity, IssuedBy, Order},
     lable::{Lable, LableMode, LableParts},
-    layout::{AnyBatch, AnyGenerator, AnyId, FieldInfo, FieldValue, Layout, Segment},
+    layout::Layout,
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},

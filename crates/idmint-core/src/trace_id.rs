@@ -7,8 +7,14 @@ use std::{
 };
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
+    any::{AnyGenerator, AnyId},
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::u64_id,
+    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, same_as},
     pack::{PackKind, Packer, Plan},
 };
 
@@ -264,6 +270,92 @@ impl TraceId {
 
 u64_id!(TraceId);
 
+/// The `trace-id` layout: TraceId's bit fields, with a sequence split into chunk and counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TraceIdLayout;
+
+impl LayoutKind for TraceIdLayout {
+    fn name(&self) -> &str {
+        "trace-id"
+    }
+
+    fn epoch_ms(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    fn fields(&self) -> Vec<FieldInfo> {
+        TraceId::LAYOUT.field_infos()
+    }
+
+    fn segments(&self) -> Option<Vec<Segment>> {
+        Some(TraceId::LAYOUT.diagram())
+    }
+
+    fn capacity(&self) -> Capacity {
+        // Chunk number and counter together are the sequence: 4,096 × 1,023 per second.
+        let per_second = TraceId::IDS_PER_SECOND;
+        Capacity {
+            ids_per_tick: per_second,
+            ids_per_second_per_generator: per_second,
+            ..TraceId::LAYOUT.capacity()
+        }
+    }
+
+    fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
+        let raw = TraceId::LAYOUT.pack(&TraceId::LAYOUT.read_fields(values)?)?;
+        Ok(AnyId::U64(TraceId::from_raw(raw)?.to_raw()))
+    }
+
+    fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
+        let p = TraceId::from_raw(id.u64_for(self.name())?)?.into_parts();
+        Ok(vec![
+            num("timestamp", p.timestamp),
+            num("node_no", p.node_no),
+            num("chunk_no", p.chunk_no),
+            num("counter", p.counter),
+        ])
+    }
+
+    fn time_ms(&self, id: AnyId, now_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(TraceId::from_raw(id.u64_for(self.name())?)?.unix_secs_near(now_ms).checked_mul(1000))
+    }
+
+    fn fingerprint(&self) -> String {
+        LayoutKind::fingerprint(&TraceId::LAYOUT)
+    }
+
+    fn generator_count(&self) -> u64 {
+        1 << TraceId::NODE_BITS
+    }
+
+    fn identity(&self, generator_id: u64) -> Vec<(String, FieldValue)> {
+        vec![num("node_no", generator_id)]
+    }
+
+    fn generator_for(
+        &self,
+        generator_id: Option<u64>,
+        mut values: FieldReader,
+        config: &GeneratorConfig,
+    ) -> Result<AnyGenerator, Error> {
+        let node_no = values.node("node_no", generator_id, 0)?;
+        Ok(AnyGenerator::from_u64(Generator::from_plan(TraceId::plan(node_no)?, config)?))
+    }
+
+    fn order(&self) -> Order {
+        // The seconds wrap every 388 days.
+        Order::KSorted
+    }
+
+    fn issued_by(&self) -> IssuedBy {
+        IssuedBy::Clock
+    }
+
+    fn same(&self, other: &dyn LayoutKind) -> bool {
+        same_as(self, other)
+    }
+}
+
 /// elfo's `TraceIdValidator`: checks TraceIds that arrive from outside.
 ///
 /// It refuses 0 ("cannot be zero"), a set bit 63 ("highest bit must be zero") and, when a
@@ -460,3 +552,10 @@ impl ChunkedTraceIdGenerator {
         TraceId(crate::id_impl::generated_nonzero(raw))
     }
 }
+
+/// The `trace-id` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "trace-id",
+    about: "elfo TraceId: 25-bit seconds (wraps every 388 days), 16-bit node, 12-bit chunk, 10-bit counter",
+    make: || std::sync::Arc::new(TraceIdLayout),
+};
