@@ -416,13 +416,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(source) = args.source {
         default.source = Some(source);
         // `--source redis` alone means icicle IDs: the layout each store source issues.
-        let implied = match source {
-            Source::Generator => None,
-            Source::Segment => Some("sequence"),
-            Source::Counters => Some("decimal-id"),
-            Source::Redis => Some("icicle"),
-        };
-        if let Some(layout) = implied.filter(|_| args.layout.is_none() && !file_namespaces) {
+        if let Some(layout) =
+            source.layout_name().filter(|_| args.layout.is_none() && !file_namespaces)
+        {
             default.layout = layout.to_owned();
         }
     }

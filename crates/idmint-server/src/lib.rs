@@ -391,6 +391,7 @@ impl Server {
                     generators: ns.layout.generator_count(),
                     auth: ns.token().is_some(),
                     source: ns.source.name().to_owned(),
+                    order: ns.source.order(&ns.layout).name().to_owned(),
                 }
             })
             .collect()

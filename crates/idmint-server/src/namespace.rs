@@ -486,8 +486,6 @@ impl Namespace {
         clocks: &Clocks,
         server: &ServerConfig,
     ) -> Result<(AnyGenerator, Anchor, u64), Error> {
-        let mut node = self.layout.identity(claim.generator_id())?;
-        node.extend(self.config.field_values());
         let wall = clocks.wall_ms();
         let floor = claim.mark_ms().map_or(0, |mark| mark + 1);
         let ahead = floor.saturating_sub(wall);
@@ -504,7 +502,11 @@ impl Namespace {
             borrow_ms: self.config.borrow_ms,
             ..GeneratorConfig::default()
         };
-        let generator = self.layout.generator(&node, &config)?;
+        let generator = self.layout.generator_for(
+            claim.generator_id(),
+            &self.config.field_values(),
+            &config,
+        )?;
         let now = anchor.now_ms(wall, clocks.mono_ms());
         let mark = now + server.window_ms;
         coordinator.store_mark(claim, mark).await?;
