@@ -103,6 +103,7 @@ mod tests {
         };
         check("snowflake", Order::Increasing);
         check("sonyflake", Order::Increasing);
+        check("sonyflake-v2", Order::Increasing);
         check("icicle", Order::Increasing);
         check("flake", Order::Increasing);
         check("js53", Order::Increasing);
@@ -112,7 +113,7 @@ mod tests {
         check("lable", Order::Unordered);
         check("trace-id", Order::Unordered);
         let names: Vec<&str> = Layout::builtins().iter().map(|(name, _)| *name).collect();
-        assert_eq!(names.len(), 10, "a new built-in layout needs a row above: {names:?}");
+        assert_eq!(names.len(), 11, "a new built-in layout needs a row above: {names:?}");
     }
 
     #[test]

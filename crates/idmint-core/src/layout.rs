@@ -57,6 +57,7 @@ const BUILTINS: &[Builtin] = &[
     crate::hot_guid::BUILTIN,
     crate::js53::BUILTIN,
     crate::sequence_layout::BUILTIN,
+    crate::sonyflake_v2::BUILTIN,
 ];
 
 impl Layout {

@@ -28,7 +28,7 @@
 //! | --- | --- | --- |
 //! | a 64-bit ID for a new system, sortable by time | [`Snowflake`] | 69 years, 4,096 IDs/ms per generator, 1,024 generators, positive `i64` |
 //! | IDs that JavaScript can hold as numbers | [`Js53`] | every ID ≤ 2^53−1; 64 generators, 128 IDs/ms each, until 2060 |
-//! | compatibility with an existing system | [`Lable`], [`Flake`], [`Icicle`], [`Sonyflake`], [`TraceId`], [`HotGuid`] | byte-exact with LableOrg, go-flakeid, icicle, Sonyflake, elfo and HotGuid |
+//! | compatibility with an existing system | [`Lable`], [`Flake`], [`Icicle`], [`Sonyflake`], [`SonyflakeV2`], [`TraceId`], [`HotGuid`] | byte-exact with LableOrg, go-flakeid, icicle, Sonyflake (v1 and v2), elfo and HotGuid |
 //! | tracing or log IDs, very fast, unique for a year | [`TraceId`] | 4.19 M IDs/s per node; the seconds wrap every 388 days |
 //! | IDs people read aloud, no clock at all | [`DecimalId`] | `counter·10^10 + generator·10^5 + launch` |
 //! | plain, dense integers handed out by a database | the `sequence` [`Layout`] | 1..=2^63−1, no clock; IDs come from a segment store (`idmint-coord`), not a generator |
@@ -81,6 +81,7 @@ mod sequence;
 mod sequence_layout;
 mod snowflake;
 mod sonyflake;
+mod sonyflake_v2;
 mod time_fmt;
 mod trace_id;
 
@@ -107,6 +108,7 @@ pub use crate::{
     layout::Layout,
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
+    sonyflake_v2::SonyflakeV2,
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},
     trace_id::{ChunkRegistry, ChunkedTraceIdGenerator, TraceId, TraceIdParts, TraceIdValidator},
 };

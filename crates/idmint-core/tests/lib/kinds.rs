@@ -21,6 +21,7 @@ fn every_layout_says_how_it_is_issued_and_ordered() {
     };
     check(builtin("snowflake"), Increasing, Clock);
     check(builtin("sonyflake"), Increasing, Clock);
+    check(builtin("sonyflake-v2"), Increasing, Clock);
     check(builtin("icicle"), Increasing, Clock);
     check(builtin("flake"), Increasing, Clock);
     check(builtin("js53"), Increasing, Clock);
@@ -30,7 +31,7 @@ fn every_layout_says_how_it_is_issued_and_ordered() {
     check(builtin("decimal-id"), Increasing, Counters);
     check(builtin("sequence"), Increasing, Store);
     check(Layout::custom(custom_layout()), Increasing, Clock);
-    assert_eq!(Layout::builtins().len(), 10, "a new built-in needs a line here");
+    assert_eq!(Layout::builtins().len(), 11, "a new built-in needs a line here");
 }
 
 /// An order's name is what JSON and gRPC carry, and reads back.
@@ -71,7 +72,7 @@ proptest! {
     /// A generator built from a generator ID issues what a generator built from that ID's
     /// named fields issues: the typed path and the named path agree for every layout.
     #[test]
-    fn generator_for_matches_the_identity(pick in 0usize..10, id in any::<u64>(), at in 0u64..1 << 30) {
+    fn generator_for_matches_the_identity(pick in 0usize..11, id in any::<u64>(), at in 0u64..1 << 30) {
         let (name, _) = Layout::builtins()[pick];
         let layout = builtin(name);
         prop_assume!(layout.has_generator());
