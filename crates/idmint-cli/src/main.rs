@@ -5,6 +5,7 @@
 //! stderr, `error: <message>`, with exit code 1 (2 for a command line clap refuses).
 
 mod bench;
+mod config;
 mod decode;
 mod encode;
 mod explain;
