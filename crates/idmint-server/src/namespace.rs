@@ -20,7 +20,7 @@ use arc_swap::ArcSwapOption;
 #[cfg(feature = "redis")]
 use idmint_coord::IcicleClient;
 use idmint_coord::{
-    Claim, ClaimRequest, ClaimState, Coordinator, DecimalIdSource, DecimalIds, GeneratorIds,
+    Claim, ClaimRequest, ClaimState, Coordinator, DecimalIdIssuer, DecimalIds, GeneratorIds,
     SegmentAllocator,
 };
 use idmint_core::{Anchor, AnyBatch, AnyGenerator, AnyId, GeneratorConfig, Layout, Next};
@@ -239,7 +239,7 @@ enum StoreIssuer {
     /// Source `segment`.
     Segment { allocator: SegmentAllocator, backend: &'static str },
     /// Source `counters`.
-    Counters { source: DecimalIdSource, backend: &'static str },
+    Counters { source: DecimalIdIssuer, backend: &'static str },
     /// Source `redis`.
     #[cfg(feature = "redis")]
     Redis(IcicleClient),
