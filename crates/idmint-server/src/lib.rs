@@ -56,6 +56,7 @@ mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;
+mod issuer;
 mod metrics;
 mod namespace;
 
@@ -337,20 +338,12 @@ impl Server {
         }
         let config = Arc::new(server.config.clone());
         for ns in &server.namespaces {
-            if ns.source == Source::Generator {
-                server.tasks.spawn(Arc::clone(ns).maintain_window(
-                    Arc::clone(&server.backends.coordinator),
-                    Arc::clone(&server.clocks),
-                    Arc::clone(&config),
-                    server.stop_tasks.clone(),
-                ));
-            } else {
-                server.tasks.spawn(Arc::clone(ns).maintain_store(
-                    server.backends.clone(),
-                    Arc::clone(&config),
-                    server.stop_tasks.clone(),
-                ));
-            }
+            server.tasks.spawn(Arc::clone(ns).maintain(
+                server.backends.clone(),
+                Arc::clone(&server.clocks),
+                Arc::clone(&config),
+                server.stop_tasks.clone(),
+            ));
         }
         Ok(server)
     }
