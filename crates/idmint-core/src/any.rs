@@ -82,6 +82,29 @@ impl fmt::Display for AnyId {
 }
 
 impl AnyId {
+    /// The ID, if it is `bits` wide; else [`Error::InvalidId`] for `layout`.
+    pub(crate) fn of_width(self, bits: u32, layout: &str) -> Result<Self, Error> {
+        if self.bits() == bits {
+            return Ok(self);
+        }
+        Err(Error::InvalidId {
+            layout: layout.to_owned(),
+            reason: if self.bits() == 64 {
+                "a 64-bit value is not a 128-bit id"
+            } else {
+                "a 128-bit value is not a 64-bit id"
+            },
+        })
+    }
+
+    /// Parses an ID `bits` wide written in `format`.
+    pub(crate) fn parse(text: &str, format: Format, bits: u32) -> Result<Self, Error> {
+        Ok(match bits {
+            128 => AnyId::U128(format.parse_u128(text)?),
+            _ => AnyId::U64(format.parse_u64(text)?),
+        })
+    }
+
     /// The 64-bit value, or [`Error::InvalidId`] for a 128-bit one.
     pub(crate) fn u64_for(self, layout: &str) -> Result<u64, Error> {
         match self {

@@ -98,6 +98,11 @@ impl FieldInfo {
     }
 }
 
+/// Whether a field is a node field: the fields a generator takes.
+pub(crate) fn is_node(field: &FieldInfo) -> bool {
+    field.role == FieldRole::Node
+}
+
 /// A named number, as `decode` returns it.
 pub(crate) fn num(name: &str, value: u64) -> (String, FieldValue) {
     (name.to_owned(), FieldValue::Number(value))

@@ -191,6 +191,14 @@ pub(crate) struct Builtin {
     pub(crate) make: fn() -> Arc<dyn LayoutKind>,
 }
 
+/// Refuses a generator ID that is not below `count` (a layout's `generator_count`).
+pub(crate) fn check_generator_id(generator_id: u64, count: u64) -> Result<(), Error> {
+    if generator_id >= count {
+        return Err(Error::out_of_range("generator id", generator_id, 0, count - 1));
+    }
+    Ok(())
+}
+
 /// `same` for kinds that compare with `PartialEq`.
 pub(crate) fn same_as<T: LayoutKind + PartialEq>(this: &T, other: &dyn LayoutKind) -> bool {
     (other as &dyn Any).downcast_ref::<T>() == Some(this)

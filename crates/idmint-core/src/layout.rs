@@ -1,8 +1,6 @@
-//! The registry of layouts chosen at run time by name: [`Layout`] names a built-in or custom
-//! layout and hands every question to its kind, which answers in its own file (bit layouts in
-//! `bits.rs`, `lable`, `trace-id`, `decimal-id`, `hot-guid` and `sequence` in theirs). The CLI
-//! and the server use this; library users who know their layout at compile time use the typed
-//! IDs instead.
+//! The registry of layouts chosen at run time: [`Layout`] names a built-in or custom layout and
+//! hands every question to its kind, which answers in its own file. The CLI and the server use
+//! it; library users who know their layout at compile time use the typed IDs instead.
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,16 +8,15 @@ use crate::{
     any::{AnyGenerator, AnyId},
     bits::BitLayout,
     error::Error,
-    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment},
+    field::{FieldInfo, FieldReader, FieldValue, Segment, is_node},
     format::Format,
     generator::GeneratorConfig,
-    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order},
+    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, check_generator_id},
 };
 
 /// A layout chosen at run time: one of the built-ins by name, or a custom [`BitLayout`].
 ///
-/// [`builtins`](Self::builtins) lists the built-ins with a line on each; the crate's
-/// documentation says which to choose.
+/// [`builtins`](Self::builtins) lists the built-ins; the crate's documentation says which to use.
 ///
 /// # Example
 ///
@@ -109,13 +106,11 @@ impl Layout {
         Layout { kind: Arc::new(layout) }
     }
 
-    /// The same layout with another epoch (Unix ms), for layouts whose time field counts
-    /// milliseconds from an epoch.
+    /// The same layout with another epoch (Unix ms), for layouts whose time counts from one.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidLayout`] for layouts without such an epoch (`trace-id`, `decimal-id`,
-    /// `hot-guid`, `lable`, `sequence`).
+    /// [`Error::InvalidLayout`] for layouts whose epoch is fixed, or that have no clock.
     ///
     /// # Example
     ///
@@ -147,8 +142,8 @@ impl Layout {
         self.kind.name()
     }
 
-    /// Whether [`generator`](Self::generator) can make IDs of this layout: false only for
-    /// `sequence`, whose IDs come from a segment store (a database), not from a clock.
+    /// Whether [`generator`](Self::generator) can make IDs of this layout: false when a store
+    /// issues them (`sequence`, see [`issued_by`](Self::issued_by)).
     ///
     /// # Example
     ///
@@ -190,9 +185,8 @@ impl Layout {
         self.kind.issued_by()
     }
 
-    /// The epoch of the time field in Unix ms, if the layout has one. It is fixed (0, the Unix
-    /// epoch) for `lable`, `trace-id` and `hot-guid`, whose [`with_epoch`](Self::with_epoch)
-    /// refuses another.
+    /// The epoch of the time field in Unix ms, if the layout has one (fixed at 0 for `lable`,
+    /// `trace-id` and `hot-guid`, whose [`with_epoch`](Self::with_epoch) refuses another).
     ///
     /// # Example
     ///
@@ -305,7 +299,7 @@ impl Layout {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn encode(&self, fields: &[(String, FieldValue)]) -> Result<AnyId, Error> {
-        let mut values = self.reader(fields, |_| true)?;
+        let mut values = FieldReader::checked(self.name(), &self.fields(), fields, |_| true)?;
         self.kind.encode(&mut values)
     }
 
@@ -313,8 +307,7 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::UnsupportedFormat`]-style width mismatches are reported as
-    /// [`Error::InvalidId`]; otherwise the layout's own validation errors.
+    /// [`Error::InvalidId`] for an ID of the other width; else the layout's validation errors.
     ///
     /// # Example
     ///
@@ -326,17 +319,7 @@ impl Layout {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
-        if id.bits() != self.id_bits() {
-            return Err(Error::InvalidId {
-                layout: self.name().to_owned(),
-                reason: if id.bits() == 64 {
-                    "a 64-bit value is not a 128-bit id"
-                } else {
-                    "a 128-bit value is not a 64-bit id"
-                },
-            });
-        }
-        self.kind.decode(id)
+        self.kind.decode(id.of_width(self.id_bits(), self.name())?)
     }
 
     /// Parses text in `format` and checks it is a valid ID of this layout.
@@ -357,10 +340,7 @@ impl Layout {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn parse(&self, text: &str, format: Format) -> Result<AnyId, Error> {
-        let id = match self.id_bits() {
-            128 => AnyId::U128(format.parse_u128(text)?),
-            _ => AnyId::U64(format.parse_u64(text)?),
-        };
+        let id = AnyId::parse(text, format, self.id_bits())?;
         self.decode(id)?;
         Ok(id)
     }
@@ -376,8 +356,8 @@ impl Layout {
     /// ```
     /// use idmint_core::{AnyId, Format, Layout};
     ///
-    /// let layout = Layout::builtin("flake")?;
-    /// assert_eq!(layout.format(AnyId::U64(6448830824900882437), Format::Base64Le)?, "BXDOxnfZflk=");
+    /// let id = AnyId::U64(6448830824900882437);
+    /// assert_eq!(Layout::builtin("flake")?.format(id, Format::Base64Le)?, "BXDOxnfZflk=");
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn format(&self, id: AnyId, format: Format) -> Result<String, Error> {
@@ -398,8 +378,8 @@ impl Layout {
     /// ```
     /// use idmint_core::{AnyId, Layout};
     ///
-    /// let layout = Layout::builtin("flake")?;
-    /// assert_eq!(layout.time_ms(AnyId::U64(5828128208445124609), 0)?, Some(1_389_534_046_279));
+    /// let id = AnyId::U64(5828128208445124609);
+    /// assert_eq!(Layout::builtin("flake")?.time_ms(id, 0)?, Some(1_389_534_046_279));
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn time_ms(&self, id: AnyId, now_ms: u64) -> Result<Option<u64>, Error> {
@@ -407,8 +387,8 @@ impl Layout {
         self.kind.time_ms(id, now_ms)
     }
 
-    /// A text that identifies the layout's bits and time: its name, width, epoch, tick and
-    /// fields. A stored high-water mark is only valid for the same fingerprint.
+    /// A text that identifies the layout's bits and time (name, width, epoch, tick, fields): a
+    /// stored high-water mark is only valid for the same fingerprint.
     ///
     /// # Example
     ///
@@ -421,8 +401,7 @@ impl Layout {
         self.kind.fingerprint()
     }
 
-    /// How many generators can run at once: the number of distinct generator identities, each
-    /// a value of the layout's node fields (see [`identity`](Self::identity)).
+    /// How many generators can run at once: the [`identity`](Self::identity) values.
     ///
     /// # Example
     ///
@@ -451,27 +430,22 @@ impl Layout {
     /// use idmint_core::{FieldValue, Layout};
     ///
     /// let fields = Layout::builtin("snowflake")?.identity(33)?;
-    /// assert_eq!(fields, vec![
-    ///     ("datacenter".to_string(), FieldValue::Number(1)),
-    ///     ("worker".to_string(), FieldValue::Number(1)),
-    /// ]);
+    /// assert_eq!(fields, [("datacenter", 1), ("worker", 1)].map(|(n, v)| (n.to_string(), FieldValue::Number(v))));
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn identity(&self, generator_id: u64) -> Result<Vec<(String, FieldValue)>, Error> {
-        self.check_generator_id(generator_id)?;
+        check_generator_id(generator_id, self.generator_count())?;
         Ok(self.kind.identity(generator_id))
     }
 
-    /// A generator for this layout with the given node fields (datacenter, worker, shard,
-    /// generator ID, ...). Node fields that are not given take their smallest value.
+    /// A generator with the given node fields (datacenter, worker, shard, ...); node fields
+    /// that are not given take their smallest value.
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownField`] for a field that is not a node field of the layout,
-    /// [`Error::FieldOutOfRange`] or [`Error::InvalidFieldValue`] for a bad value,
-    /// [`Error::InvalidConfig`] for a bad configuration, [`Error::InvalidLayout`] for
-    /// `sequence`, whose IDs come from a segment store (see
-    /// [`has_generator`](Self::has_generator)).
+    /// [`Error::UnknownField`] for a field that is not a node field, [`Error::FieldOutOfRange`]
+    /// or [`Error::InvalidFieldValue`] for a bad value, [`Error::InvalidConfig`] for a bad
+    /// configuration, [`Error::InvalidLayout`] for a layout without a generator (`sequence`).
     ///
     /// # Example
     ///
@@ -490,30 +464,27 @@ impl Layout {
         node: &[(String, FieldValue)],
         config: &GeneratorConfig,
     ) -> Result<AnyGenerator, Error> {
-        let values = self.reader(node, |f| f.role == FieldRole::Node)?;
+        let values = FieldReader::checked(self.name(), &self.fields(), node, is_node)?;
         self.kind.generator_for(None, values, config)
     }
 
-    /// A generator for generator ID `generator_id` (in `0..generator_count()`, see
-    /// [`identity`](Self::identity) for which node fields it sets), with other node fields
-    /// from `fields`. The generator ID goes to the layout as a number: nothing is parsed.
+    /// A generator for generator ID `generator_id` (which sets the node fields of its
+    /// [`identity`](Self::identity)), with other node fields from `fields`; nothing is parsed.
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `generator_id` is not below
-    /// [`generator_count`](Self::generator_count), [`Error::InvalidFieldValue`] for a field
-    /// the generator ID sets too, and the errors of [`generator`](Self::generator).
+    /// [`Error::FieldOutOfRange`] for an ID not below [`generator_count`](Self::generator_count),
+    /// [`Error::InvalidFieldValue`] for a field the ID sets, and [`generator`](Self::generator)'s.
     ///
     /// # Example
     ///
     /// ```
     /// use idmint_core::{AnyId, GeneratorConfig, Layout, Snowflake};
     ///
-    /// let layout = Layout::builtin("snowflake")?;
-    /// let generator = layout.generator_for(33, &[], &GeneratorConfig::default())?;
-    /// let id = generator.next(Snowflake::EPOCH_MS + 1)?.ready().unwrap();
-    /// assert_eq!(id, AnyId::U64(1 << 22 | 1 << 17 | 1 << 12));
-    /// assert!(layout.generator_for(1024, &[], &GeneratorConfig::default()).is_err());
+    /// let (layout, config) = (Layout::builtin("snowflake")?, GeneratorConfig::default());
+    /// let id = layout.generator_for(33, &[], &config)?.next(Snowflake::EPOCH_MS + 1)?.ready();
+    /// assert_eq!(id, Some(AnyId::U64(1 << 22 | 1 << 17 | 1 << 12)));
+    /// assert!(layout.generator_for(1024, &[], &config).is_err());
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn generator_for(
@@ -522,27 +493,8 @@ impl Layout {
         fields: &[(String, FieldValue)],
         config: &GeneratorConfig,
     ) -> Result<AnyGenerator, Error> {
-        self.check_generator_id(generator_id)?;
-        let values = self.reader(fields, |f| f.role == FieldRole::Node)?;
+        check_generator_id(generator_id, self.generator_count())?;
+        let values = FieldReader::checked(self.name(), &self.fields(), fields, is_node)?;
         self.kind.generator_for(Some(generator_id), values, config)
-    }
-
-    /// Refuses a generator ID that is not below [`generator_count`](Self::generator_count).
-    fn check_generator_id(&self, generator_id: u64) -> Result<(), Error> {
-        let count = self.generator_count();
-        if generator_id >= count {
-            return Err(Error::out_of_range("generator id", generator_id, 0, count - 1));
-        }
-        Ok(())
-    }
-
-    /// A reader of named values that refuses names that are not fields of the layout for
-    /// which `allowed` holds.
-    fn reader(
-        &self,
-        given: &[(String, FieldValue)],
-        allowed: impl Fn(&FieldInfo) -> bool,
-    ) -> Result<FieldReader, Error> {
-        FieldReader::checked(self.name(), &self.fields(), given, allowed)
     }
 }
