@@ -504,6 +504,19 @@ impl ServerConfig {
     }
 }
 
+/// Checks a batch size, the one rule for every API: 1..=`max_batch`.
+pub(crate) fn check_count(count: u64, max_batch: u64) -> Result<u64, Error> {
+    match count {
+        1.. if count <= max_batch => Ok(count),
+        _ => Err(count_error(max_batch)),
+    }
+}
+
+/// The error of a batch size that is not 1..=`max_batch`.
+pub(crate) fn count_error(max_batch: u64) -> Error {
+    Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"))
+}
+
 /// Checks that a namespace's source fits its layout, and that it sets only the settings of its
 /// source.
 fn check_source(ns: &NamespaceConfig, layout: &Layout, max_batch: u64) -> Result<(), Error> {

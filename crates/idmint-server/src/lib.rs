@@ -418,13 +418,16 @@ impl Server {
         namespace: &str,
         count: u64,
     ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        let max = self.config.max_batch;
-        if !(1..=max).contains(&count) {
-            return Err(Error::BadRequest(format!(
-                "`count` must be a whole number from 1 to {max}"
-            )));
-        }
-        let ns = self.namespace(namespace)?;
+        self.issue_from(self.namespace(namespace)?, count).await
+    }
+
+    /// [`Server::issue`] from a namespace already looked up.
+    pub(crate) async fn issue_from(
+        &self,
+        ns: &Namespace,
+        count: u64,
+    ) -> Result<Vec<idmint_core::AnyId>, Error> {
+        let count = config::check_count(count, self.config.max_batch)?;
         if count == 1 {
             Ok(vec![ns.next(&self.clocks, self.config.max_wait_ms).await?])
         } else {
@@ -463,13 +466,17 @@ impl Server {
         count: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), Error> {
-        let max = self.config.max_batch;
-        if !(1..=max).contains(&count) {
-            return Err(Error::BadRequest(format!(
-                "`count` must be a whole number from 1 to {max}"
-            )));
-        }
-        let ns = self.namespace(namespace)?;
+        self.issue_u64_from(self.namespace(namespace)?, count, out).await
+    }
+
+    /// [`Server::issue_u64`] from a namespace already looked up.
+    pub(crate) async fn issue_u64_from(
+        &self,
+        ns: &Namespace,
+        count: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), Error> {
+        let count = config::check_count(count, self.config.max_batch)?;
         if ns.layout.id_bits() != 64 {
             return Err(Error::BadRequest(format!(
                 "namespace `{}` issues {}-bit ids",
