@@ -1,6 +1,7 @@
 //! What a namespace issues from: one [`Issuer`] per source, each in its own file under
 //! `issuer/` (`generator.rs`; the store sources `segment.rs`, `counters.rs` and `redis.rs`,
-//! which share the health and probing of `store.rs`). The namespace only routes to its issuer.
+//! which share the health and probing of `store.rs`). The namespace picks the issuer of its
+//! source and routes every call to it.
 
 pub(crate) mod counters;
 pub(crate) mod generator;
@@ -79,16 +80,6 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
         &'a self,
         coordinator: &'a dyn Coordinator,
     ) -> BoxFuture<'a, Result<(), Error>>;
-}
-
-/// The issuer of a namespace's source.
-pub(crate) fn for_source(shared: Arc<Shared>) -> Arc<dyn Issuer> {
-    match shared.source {
-        Source::Generator => Arc::new(generator::GeneratorIssuer::new(shared)),
-        Source::Segment => Arc::new(store::Stored::<segment::Segment>::new(shared)),
-        Source::Counters => Arc::new(store::Stored::<counters::Counters>::new(shared)),
-        Source::Redis => Arc::new(store::Stored::<redis::Redis>::new(shared)),
-    }
 }
 
 /// The first wait between attempts to claim a generator ID (or start a store) again; the

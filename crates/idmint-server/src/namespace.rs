@@ -11,7 +11,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Backends, Error, NamespaceConfig, ServerConfig, Source,
     clock::Clocks,
-    issuer::{self, Issuer, Shared, store},
+    issuer::{
+        Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis, redis::Redis,
+        segment::Segment, store::Stored,
+    },
     metrics::{NamespaceGauges, NamespaceMetrics},
 };
 
@@ -29,7 +32,7 @@ pub(crate) fn claim_may_succeed_later(error: &Error) -> bool {
                 | Coord::Unavailable { .. }
                 | Coord::ClaimLost { .. }
         )
-    ) || store::store_may_answer_later(error)
+    ) || redis::may_answer_later(error)
 }
 
 /// A namespace: configuration, metrics, and the issuer of its source.
@@ -57,7 +60,7 @@ impl Namespace {
             name: shared.name.clone(),
             layout,
             source,
-            issuer: issuer::for_source(Arc::clone(&shared)),
+            issuer: issuer_for(Arc::clone(&shared)),
             shared,
         })
     }
@@ -169,5 +172,15 @@ impl Namespace {
     /// DecimalId generator ID) is a gap.
     pub(crate) async fn deactivate(&self, coordinator: &dyn Coordinator) -> Result<(), Error> {
         self.issuer.deactivate(coordinator).await
+    }
+}
+
+/// The issuer of a namespace's source.
+fn issuer_for(shared: Arc<Shared>) -> Arc<dyn Issuer> {
+    match shared.source {
+        Source::Generator => Arc::new(GeneratorIssuer::new(shared)),
+        Source::Segment => Arc::new(Stored::<Segment>::new(shared)),
+        Source::Counters => Arc::new(Stored::<Counters>::new(shared)),
+        Source::Redis => Arc::new(Stored::<Redis>::new(shared)),
     }
 }

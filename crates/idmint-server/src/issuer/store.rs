@@ -196,9 +196,3 @@ impl<S: Store> Issuer for Stored<S> {
         })
     }
 }
-
-/// Whether a failure of a store source (a Redis node down, a store not answering) may clear
-/// up by itself.
-pub(crate) fn store_may_answer_later(error: &Error) -> bool {
-    super::redis::may_answer_later(error)
-}
