@@ -42,7 +42,7 @@ use idmint_core::{
     GeneratorConfig, HotGuid, Icicle, Js53, Lable, LableMode, Layout, Next, Snowflake, Sonyflake,
     SystemClock, TraceId,
 };
-use idmint_runtime::{BlockingGenerator, Source, SpinWait, TickingClock};
+use idmint_runtime::{BlockingGenerator, ClockDriven, SpinWait, TickingClock};
 
 /// ferroid's own benchmark layout, in a module of its own: the items `define_snowflake_id!`
 /// generates have no documentation.
@@ -180,7 +180,7 @@ fn ok<T>(result: Result<T, Error>) -> T {
 
 /// The next ID from `source`, reading the counter clock.
 #[inline(always)]
-fn next_counted<S: Source>(source: &S, clock: &CounterClock) -> S::Id {
+fn next_counted<S: ClockDriven>(source: &S, clock: &CounterClock) -> S::Id {
     loop {
         match source.next_at(clock.read()) {
             Ok(Next::Ready(id)) => return id,
@@ -194,7 +194,7 @@ fn next_counted<S: Source>(source: &S, clock: &CounterClock) -> S::Id {
 /// The next ID from `source`, reading `clock` and spinning until the clock reaches the next
 /// tick when the sequence is used up.
 #[inline(always)]
-fn next_spinning<S: Source>(source: &S, clock: &impl Clock) -> S::Id {
+fn next_spinning<S: ClockDriven>(source: &S, clock: &impl Clock) -> S::Id {
     loop {
         match source.next_at(clock.now_ms()) {
             Ok(Next::Ready(id)) => return id,

@@ -1,5 +1,5 @@
 //! `idmint bench`: loads a running server for a fixed time and reports rates and latencies.
-//! The load client is `idmint_bench::load`; this module turns flags into its options, runs
+//! The load client is `idmint_load`; this module turns flags into its options, runs
 //! it on a runtime of the requested size, and prints the report (text or one JSON object).
 //! A run that received any failure, a duplicate ID or an ID out of order exits with 1 after
 //! printing its report. `scripts/load-bench` starts the servers and runs every mode.
@@ -8,8 +8,8 @@ use std::{io::Write, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use idmint_bench::load::{
-    self, BodyCheck, ClientOptions, FerroidOptions, HttpOptions, LatencySummary, Outcome,
+use idmint_load::{
+    self as load, BodyCheck, ClientOptions, FerroidOptions, HttpOptions, LatencySummary, Outcome,
     StreamOptions,
 };
 use serde::Serialize;

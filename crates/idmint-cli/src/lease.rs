@@ -17,7 +17,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 
-use crate::serve::{DEFAULT_DATA_DIR, EtcdArgs, EtcdSettings, FileConfig};
+use crate::config::{DEFAULT_DATA_DIR, EtcdArgs, EtcdSettings, FileConfig};
 
 /// `idmint lease ...`.
 #[derive(Debug, clap::Args)]
@@ -321,7 +321,7 @@ fn is_locked(held: &[(u64, u64, u64)], path: &Path) -> bool {
 
 #[cfg(not(feature = "etcd"))]
 fn list_etcd(_: &EtcdSettings, _: Option<&str>, _: u64) -> anyhow::Result<Listing> {
-    Err(crate::serve::no_etcd_feature())
+    Err(crate::config::no_etcd_feature())
 }
 
 /// etcd, in either scheme (the key layouts of `idmint_coord::Scheme`).
@@ -342,7 +342,7 @@ mod etcd_list {
     use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 
     use super::{Entry, LABLE_GENERATORS, Listing, parse_mark};
-    use crate::serve::EtcdSettings;
+    use crate::config::EtcdSettings;
 
     const TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -8,6 +8,7 @@
 mod bench;
 mod color;
 mod completions;
+mod config;
 mod decode;
 mod doctor;
 mod encode;

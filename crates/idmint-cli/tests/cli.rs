@@ -218,9 +218,10 @@ fn gen_a_million_snowflakes() {
 
 #[test]
 fn gen_every_layout_with_node_fields() {
-    let cases: [(&str, &[&str]); 9] = [
+    let cases: [(&str, &[&str]); 10] = [
         ("snowflake", &["datacenter=3", "worker=7"]),
         ("sonyflake", &["machine=4242"]),
+        ("sonyflake-v2", &["machine=4242"]),
         ("icicle", &["shard=789"]),
         ("flake", &["datacenter=7", "worker=3"]),
         ("lable", &["generator_id=300", "cluster_id=3", "mode=time-sequential"]),
@@ -417,7 +418,7 @@ fn invalid_layout_files_give_one_error_line() {
 #[test]
 fn layouts_lists_every_builtin() {
     let stdout = check(&["layouts"], Expect::Succeeds);
-    assert_eq!(stdout.lines().count(), 10);
+    assert_eq!(stdout.lines().count(), 11);
     for (line, (name, description)) in stdout.lines().zip(idmint_core::Layout::builtins()) {
         assert!(line.starts_with(name) && line.ends_with(description), "{line}");
     }

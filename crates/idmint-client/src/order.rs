@@ -20,45 +20,15 @@ pub(crate) enum Order {
     Unordered,
 }
 
-/// The order of a namespace's IDs, from its layout's fingerprint (see
-/// `idmint_core::Layout::fingerprint`).
-///
-/// Bit layouts list their fields most significant first as `name:width:role`; they grow per
-/// generator when, node fields aside, a time field comes first and a sequence field second
-/// and last, and the time field does not wrap (only `trace-id`'s does).
+/// The order of a namespace's IDs, as the server says (`NamespaceInfo::order`, from the
+/// layout and the source). Only `increasing` gives batches an order to check; `k-sorted`,
+/// `unordered` and anything else (a server that predates the field sends nothing) need only
+/// distinct IDs.
 pub(crate) fn order_of(info: &NamespaceInfo) -> Order {
-    // icicle IDs made by several Redis nodes: each batch comes from nodes with their own
-    // clocks, so a later batch may lie below an earlier one.
-    if info.source == "redis" {
-        return Order::Unordered;
+    match info.order.parse::<idmint_core::Order>() {
+        Ok(idmint_core::Order::Increasing) => Order::Increasing,
+        _ => Order::Unordered,
     }
-    let fingerprint = info.fingerprint.as_str();
-    // A `sequence` namespace's server hands out one increasing run from its segments.
-    if fingerprint.starts_with("decimal-id/")
-        || fingerprint.starts_with("hot-guid/")
-        || fingerprint.starts_with("sequence/")
-    {
-        return Order::Increasing;
-    }
-    if info.layout == "trace-id" || fingerprint.starts_with("trace-id/") {
-        return Order::Unordered;
-    }
-    // name/width/epoch=../tick=../fields
-    let mut parts = fingerprint.split('/');
-    let (Some(_), Some(width), Some(epoch), Some(tick), Some(fields), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Order::Unordered;
-    };
-    if !width.ends_with('b') || !epoch.starts_with("epoch=") || !tick.starts_with("tick=") {
-        return Order::Unordered;
-    }
-    let roles: Vec<&str> = fields
-        .split(',')
-        .map(|field| field.rsplit(':').next().unwrap_or(""))
-        .filter(|role| *role != "node")
-        .collect();
-    if roles == ["time", "sequence"] { Order::Increasing } else { Order::Unordered }
 }
 
 /// Checks a batch: non-empty, and strictly increasing (for [`Order::Increasing`]) or free of
@@ -121,6 +91,7 @@ mod tests {
             generators: 1,
             auth: false,
             source: "generator".into(),
+            order: layout.order().name().into(),
         }
     }
 
@@ -128,10 +99,11 @@ mod tests {
     fn every_builtin_layout_has_a_known_order() {
         let check = |name: &str, want: Order| {
             let layout = Layout::builtin(name).unwrap();
-            assert_eq!(order_of(&info(&layout)), want, "{name}: {}", layout.fingerprint());
+            assert_eq!(order_of(&info(&layout)), want, "{name}");
         };
         check("snowflake", Order::Increasing);
         check("sonyflake", Order::Increasing);
+        check("sonyflake-v2", Order::Increasing);
         check("icicle", Order::Increasing);
         check("flake", Order::Increasing);
         check("js53", Order::Increasing);
@@ -141,36 +113,21 @@ mod tests {
         check("lable", Order::Unordered);
         check("trace-id", Order::Unordered);
         let names: Vec<&str> = Layout::builtins().iter().map(|(name, _)| *name).collect();
-        assert_eq!(names.len(), 10, "a new built-in layout needs a row above: {names:?}");
+        assert_eq!(names.len(), 11, "a new built-in layout needs a row above: {names:?}");
     }
 
     #[test]
-    fn redis_namespaces_are_unordered_whatever_the_layout() {
-        let check = |source: &str, want: Order| {
+    fn the_order_is_read_from_what_the_server_says() {
+        let check = |order: &str, want: Order| {
             let mut info = info(&Layout::builtin("icicle").unwrap());
-            info.source = source.into();
-            assert_eq!(order_of(&info), want, "{source}");
+            info.order = order.into();
+            assert_eq!(order_of(&info), want, "{order}");
         };
-        check("generator", Order::Increasing);
-        check("redis", Order::Unordered);
-    }
-
-    #[test]
-    fn custom_fingerprints_are_read_by_field_roles() {
-        let check = |fingerprint: &str, want: Order| {
-            let mut info = info(&Layout::builtin("snowflake").unwrap());
-            info.layout = "custom".into();
-            info.fingerprint = fingerprint.into();
-            assert_eq!(order_of(&info), want, "{fingerprint}");
-        };
-        check("c/64b/epoch=0/tick=1/t:41:time,n:10:node,s:12:sequence", Order::Increasing);
-        check("c/64b/epoch=0/tick=1/n:10:node,t:41:time,s:12:sequence", Order::Increasing);
-        check("c/64b/epoch=0/tick=1/t:41:time,s:12:sequence,n:10:node", Order::Increasing);
-        check("c/64b/epoch=0/tick=1/s:12:sequence,t:41:time,n:10:node", Order::Unordered);
-        check("c/64b/epoch=0/tick=1/t:41:time,o:3:other,s:12:sequence", Order::Unordered);
-        check("c/64b/epoch=0/tick=1/t:41:time", Order::Unordered);
-        check("something else", Order::Unordered);
+        check("increasing", Order::Increasing);
+        check("k-sorted", Order::Unordered);
+        check("unordered", Order::Unordered);
         check("", Order::Unordered);
+        check("something else", Order::Unordered);
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub(crate) fn check_counter_request(name: &str, max: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// Settings of a [`DecimalIdSource`].
+/// Settings of a [`DecimalIdIssuer`].
 ///
 /// # Example
 ///
@@ -142,7 +142,7 @@ impl DecimalIds {
         launch_name: &str,
         generator_name: &str,
         options: DecimalIdOptions,
-    ) -> Result<DecimalIdSource, Error> {
+    ) -> Result<DecimalIdIssuer, Error> {
         crate::segment::check_name("counter", launch_name)?;
         crate::segment::check_name("counter", generator_name)?;
         if let Some(max) = options.max_counter
@@ -155,7 +155,7 @@ impl DecimalIds {
         }
         let launch_id = counters.next(launch_name, DecimalId::MAX_LAUNCH_ID).await?;
         let first = take_generator(&*counters, generator_name, launch_id, &options).await?;
-        Ok(DecimalIdSource {
+        Ok(DecimalIdIssuer {
             counters,
             generator_name: generator_name.to_owned(),
             options,
@@ -171,7 +171,7 @@ impl DecimalIds {
 ///
 /// The hot path is `DecimalIdGenerator`'s lock-free counter; only a switch of generator ID
 /// takes a lock and a store call.
-pub struct DecimalIdSource {
+pub struct DecimalIdIssuer {
     counters: Arc<dyn CounterStore>,
     generator_name: String,
     options: DecimalIdOptions,
@@ -190,9 +190,9 @@ struct Current {
     generator: DecimalIdGenerator,
 }
 
-impl fmt::Debug for DecimalIdSource {
+impl fmt::Debug for DecimalIdIssuer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DecimalIdSource")
+        f.debug_struct("DecimalIdIssuer")
             .field("counters", &self.counters.name())
             .field("launch_id", &self.launch_id)
             .field("generator_id", &self.generator_id())
@@ -201,7 +201,7 @@ impl fmt::Debug for DecimalIdSource {
     }
 }
 
-impl DecimalIdSource {
+impl DecimalIdIssuer {
     /// This start's launch ID.
     pub fn launch_id(&self) -> u64 {
         self.launch_id

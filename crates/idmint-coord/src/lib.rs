@@ -88,7 +88,7 @@ pub use crate::counter::{EtcdCounterOptions, EtcdCounters};
 #[cfg(feature = "postgres")]
 pub use crate::postgres::{PostgresOptions, PostgresStore};
 pub use crate::{
-    counter::{CounterStore, DecimalIdOptions, DecimalIdSource, DecimalIds},
+    counter::{CounterStore, DecimalIdIssuer, DecimalIdOptions, DecimalIds},
     segment::{
         FileStore, MAX_SEGMENT_ID, MemoryStore, SegmentAllocator, SegmentOptions, SegmentStats,
         SegmentStore,

@@ -8,7 +8,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use idmint_coord::{
-    CounterStore, DecimalIdOptions, DecimalIdSource, DecimalIds, Error, FileStore, MemoryStore,
+    CounterStore, DecimalIdIssuer, DecimalIdOptions, DecimalIds, Error, FileStore, MemoryStore,
 };
 use idmint_core::DecimalId;
 
@@ -57,7 +57,7 @@ async fn counters_count_once_and_never_wrap(counters: Arc<dyn CounterStore>) {
 }
 
 /// Takes `n` IDs from `source`, singles and batches, checking that each belongs to it.
-async fn take(source: &DecimalIdSource, n: usize) -> Vec<u64> {
+async fn take(source: &DecimalIdIssuer, n: usize) -> Vec<u64> {
     let mut ids = Vec::new();
     while ids.len() < n {
         if ids.len() % 3 == 0 {

@@ -4,28 +4,18 @@
 //! icicle, go-flakeid, js53, TraceId) is a constant [`BitLayout`], and custom layouts are
 //! validated instances of the same type, so packing, unpacking and capacity are written once.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, sync::Arc};
 
+pub(crate) use crate::pack::low_mask;
 use crate::{
-    Error,
-    generator::{PackKind, Packer, Plan},
+    any::{AnyGenerator, AnyId},
+    error::Error,
+    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    generator::{Generator, GeneratorConfig},
+    kind::{Capacity, IssuedBy, LayoutKind, Order, same_as},
+    pack::{PackKind, Packer, Plan},
     time_fmt,
 };
-
-/// What a field of a [`BitLayout`] holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
-pub enum FieldRole {
-    /// Ticks since the layout's epoch. A generator fills it from the clock.
-    Time,
-    /// A counter that tells apart IDs of the same tick. A generator fills it.
-    Sequence,
-    /// Part of the generator's identity (datacenter, worker, shard, ...). Fixed per generator.
-    Node,
-    /// Any other field, set by a layout-specific generator (for example TraceId's chunk number).
-    Other,
-}
 
 /// One field of a [`BitLayout`].
 ///
@@ -44,19 +34,32 @@ pub struct BitField {
     shift: u32,
     width: u32,
     min: u64,
+    /// The smallest value a generator takes (icicle's clients refuse shard 0).
+    generator_min: u64,
     role: FieldRole,
 }
 
 impl BitField {
     /// A field of `width` bits whose lowest bit is bit `shift` of the ID. Values start at 0.
     pub const fn new(name: &'static str, shift: u32, width: u32, role: FieldRole) -> Self {
-        BitField { name: Cow::Borrowed(name), shift, width, min: 0, role }
+        BitField { name: Cow::Borrowed(name), shift, width, min: 0, generator_min: 0, role }
     }
 
     /// The same field, with a smallest allowed value other than 0.
     pub const fn with_min(mut self, min: u64) -> Self {
         self.min = min;
         self
+    }
+
+    /// The same node field, with a smallest value for generators other than 0.
+    pub(crate) const fn with_generator_min(mut self, min: u64) -> Self {
+        self.generator_min = min;
+        self
+    }
+
+    /// How many values a generator can take in this field.
+    fn generator_span(&self) -> u64 {
+        (self.max() - self.generator_min).saturating_add(1)
     }
 
     /// The field's name, as used by `encode`, `decode` and JSON.
@@ -111,11 +114,6 @@ impl BitField {
         }
         Ok(value)
     }
-}
-
-/// A mask of the low `width` bits (`width` may be 64).
-pub(crate) const fn low_mask(width: u32) -> u64 {
-    if width >= 64 { u64::MAX } else { (1u64 << width) - 1 }
 }
 
 /// A layout made of bit fields, most significant first, in a 63-bit or 64-bit integer.
@@ -386,32 +384,162 @@ impl BitLayout {
     }
 }
 
-/// What a layout can hold, as `idmint explain` prints it.
-///
-/// Times are Unix milliseconds with an RFC 3339 rendering. A layout "runs out" at
-/// [`end_ms`](Self::end_ms): the first instant its time field cannot represent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct Capacity {
-    /// The length of one tick, in milliseconds.
-    pub tick_ms: u64,
-    /// The first representable time (the epoch), if the layout has a time field.
-    pub start_ms: Option<u64>,
-    /// The first time the layout cannot represent: the day it runs out. `None` if it wraps.
-    pub end_ms: Option<u64>,
-    /// The period after which the time field wraps around, if it wraps.
-    pub wrap_ms: Option<u64>,
-    /// [`start_ms`](Self::start_ms) as RFC 3339.
-    pub start: Option<String>,
-    /// [`end_ms`](Self::end_ms) as RFC 3339.
-    pub end: Option<String>,
-    /// How many IDs one generator can issue per tick.
-    pub ids_per_tick: u64,
-    /// How many IDs one generator can issue per second.
-    pub ids_per_second_per_generator: u64,
-    /// How many generators can issue IDs at once (the product of the node fields' ranges).
-    pub generators: u64,
+/// Every plain bit layout (Snowflake, Sonyflake, icicle, go-flakeid, js53 and custom ones) is a
+/// layout kind of its own.
+impl LayoutKind for BitLayout {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn epoch_ms(&self) -> Option<u64> {
+        Some(self.epoch_ms)
+    }
+
+    fn with_epoch(&self, epoch_ms: u64) -> Option<Result<Arc<dyn LayoutKind>, Error>> {
+        Some(BitLayout::with_epoch(self, epoch_ms).map(|b| Arc::new(b) as Arc<dyn LayoutKind>))
+    }
+
+    fn is_js_safe(&self) -> bool {
+        self.bits <= 53
+    }
+
+    fn fields(&self) -> Vec<FieldInfo> {
+        self.field_infos()
+    }
+
+    fn segments(&self) -> Option<Vec<Segment>> {
+        Some(self.diagram())
+    }
+
+    fn capacity(&self) -> Capacity {
+        BitLayout::capacity(self)
+    }
+
+    fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
+        let numbers = self.read_fields(values)?;
+        Ok(AnyId::U64(self.validate(self.pack(&numbers)?)?))
+    }
+
+    fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
+        let raw = self.validate(id.u64_for(&self.name)?)?;
+        Ok(self.fields.iter().map(|f| num(f.name(), f.get(raw))).collect())
+    }
+
+    fn time_ms(&self, id: AnyId, _now_ms: u64) -> Result<Option<u64>, Error> {
+        let raw = id.u64_for(&self.name)?;
+        Ok(self.field_with_role(FieldRole::Time).and_then(|f| self.time_of_tick(f.get(raw))))
+    }
+
+    fn fingerprint(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|f| format!("{}:{}:{:?}", f.name(), f.width(), f.role()).to_lowercase())
+            .collect();
+        format!(
+            "{}/{}b/epoch={}/tick={}/{}",
+            self.name,
+            self.bits,
+            self.epoch_ms,
+            self.tick_ms,
+            fields.join(",")
+        )
+    }
+
+    fn generator_count(&self) -> u64 {
+        self.node_fields().fold(1u64, |acc, f| acc.saturating_mul(f.generator_span()))
+    }
+
+    fn identity(&self, generator_id: u64) -> Vec<(String, FieldValue)> {
+        self.split_id(generator_id).into_iter().map(|(f, value)| num(f.name(), value)).collect()
+    }
+
+    fn generator_for(
+        &self,
+        generator_id: Option<u64>,
+        mut values: FieldReader,
+        config: &GeneratorConfig,
+    ) -> Result<AnyGenerator, Error> {
+        let from_id = generator_id.map(|id| self.split_id(id));
+        let mut named = Vec::new();
+        for (i, f) in self.node_fields().enumerate() {
+            let given = from_id.as_ref().map(|ids| ids[i].1);
+            let value = values.node(f.name(), given, f.generator_min)?;
+            if value < f.generator_min {
+                return Err(Error::out_of_range(f.name(), value, f.generator_min, f.max()));
+            }
+            named.push((f.name(), value));
+        }
+        Ok(AnyGenerator::from_u64(Generator::custom(self, &named, config)?))
+    }
+
+    fn order(&self) -> Order {
+        let roles: Vec<FieldRole> =
+            self.fields.iter().map(|f| f.role).filter(|r| *r != FieldRole::Node).collect();
+        match (roles.as_slice(), self.time_wraps) {
+            ([FieldRole::Time, FieldRole::Sequence], false) => Order::Increasing,
+            (_, true) => Order::KSorted,
+            _ => Order::Unordered,
+        }
+    }
+
+    fn issued_by(&self) -> IssuedBy {
+        IssuedBy::Clock
+    }
+
+    fn same(&self, other: &dyn LayoutKind) -> bool {
+        same_as(self, other)
+    }
+}
+
+impl BitLayout {
+    fn node_fields(&self) -> impl Iterator<Item = &BitField> {
+        self.fields.iter().filter(|f| f.role == FieldRole::Node)
+    }
+
+    /// The node-field values of a generator ID, most significant first: the fields read as
+    /// one number in mixed radix (each field's span), from each field's generator minimum.
+    fn split_id(&self, mut generator_id: u64) -> Vec<(&BitField, u64)> {
+        let mut out: Vec<(&BitField, u64)> = self
+            .node_fields()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .map(|f| {
+                let span = f.generator_span();
+                let value = f.generator_min + generator_id % span;
+                generator_id /= span;
+                (f, value)
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// The fields as `explain` shows them.
+    pub(crate) fn field_infos(&self) -> Vec<FieldInfo> {
+        self.fields
+            .iter()
+            .map(|f| FieldInfo::number(f.name(), f.width(), f.min(), f.max(), f.role()))
+            .collect()
+    }
+
+    /// Every field's value from `values`, in field order.
+    pub(crate) fn read_fields(&self, values: &mut FieldReader) -> Result<Vec<u64>, Error> {
+        self.fields.iter().map(|f| values.number(f.name())).collect()
+    }
+
+    /// The bit diagram, with the always-zero top bits first.
+    pub(crate) fn diagram(&self) -> Vec<Segment> {
+        let mut out = Vec::new();
+        if self.bits < 64 {
+            out.push(Segment::new("0", 63, self.bits));
+        }
+        for f in self.fields.iter() {
+            out.push(Segment::new(f.name(), f.shift() + f.width() - 1, f.shift()));
+        }
+        out
+    }
 }
 
 /// A custom layout, as written in a TOML layout file: plain data, validated by `TryFrom`.
@@ -566,6 +694,7 @@ impl TryFrom<LayoutConfig> for BitLayout {
                 shift,
                 width: field.bits,
                 min: 0,
+                generator_min: 0,
                 role: field.role,
             });
         }

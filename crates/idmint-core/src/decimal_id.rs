@@ -6,7 +6,16 @@ use std::{
     sync::atomic::{AtomicU64, Ordering},
 };
 
-use crate::{Error, Format, id_impl::u64_id};
+use crate::{
+    any::{AnyBatch, AnyGenerator, AnyId, OtherGenerator},
+    error::Error,
+    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    format::Format,
+    generator::GeneratorConfig,
+    id_impl::u64_id,
+    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, clockless_capacity, same_as},
+    next::Next,
+};
 
 /// A DecimalId: three decimal fields in one positive `i64`.
 ///
@@ -366,3 +375,131 @@ impl Iterator for DecimalIdBatch {
 
 impl ExactSizeIterator for DecimalIdBatch {}
 impl std::iter::FusedIterator for DecimalIdBatch {}
+
+/// The `decimal-id` layout: decimal digits, no clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DecimalIdLayout;
+
+impl LayoutKind for DecimalIdLayout {
+    fn name(&self) -> &str {
+        DecimalId::NAME
+    }
+
+    fn epoch_ms(&self) -> Option<u64> {
+        None
+    }
+
+    fn fields(&self) -> Vec<FieldInfo> {
+        vec![
+            FieldInfo::number(
+                "counter",
+                30,
+                DecimalId::MIN_COUNTER,
+                DecimalId::MAX_COUNTER,
+                FieldRole::Sequence,
+            ),
+            FieldInfo::number("generator_id", 17, 0, DecimalId::MAX_GENERATOR_ID, FieldRole::Node),
+            FieldInfo::number("launch_id", 17, 0, DecimalId::MAX_LAUNCH_ID, FieldRole::Node),
+        ]
+    }
+
+    fn segments(&self) -> Option<Vec<Segment>> {
+        None
+    }
+
+    fn capacity(&self) -> Capacity {
+        clockless_capacity(
+            DecimalId::MAX_COUNTER,
+            (DecimalId::MAX_GENERATOR_ID + 1) * (DecimalId::MAX_LAUNCH_ID + 1),
+        )
+    }
+
+    fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
+        let parts = DecimalIdParts {
+            counter: values.number("counter")?,
+            generator_id: values.number("generator_id")?,
+            launch_id: values.number("launch_id")?,
+        };
+        Ok(AnyId::U64(DecimalId::from_parts(parts)?.to_raw()))
+    }
+
+    fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
+        let p = DecimalId::from_raw(id.u64_for(self.name())?)?.into_parts();
+        Ok(vec![
+            num("counter", p.counter),
+            num("generator_id", p.generator_id),
+            num("launch_id", p.launch_id),
+        ])
+    }
+
+    fn time_ms(&self, _id: AnyId, _now_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(None)
+    }
+
+    fn fingerprint(&self) -> String {
+        "decimal-id/63b/counter*10^10+generator*10^5+launch".to_owned()
+    }
+
+    fn generator_count(&self) -> u64 {
+        DecimalId::MAX_GENERATOR_ID + 1
+    }
+
+    fn identity(&self, generator_id: u64) -> Vec<(String, FieldValue)> {
+        vec![num("generator_id", generator_id)]
+    }
+
+    fn generator_for(
+        &self,
+        generator_id: Option<u64>,
+        mut values: FieldReader,
+        _config: &GeneratorConfig,
+    ) -> Result<AnyGenerator, Error> {
+        Ok(AnyGenerator::other(DecimalIdGenerator::new(
+            values.node("generator_id", generator_id, 0)?,
+            values.number_or("launch_id", 0)?,
+        )?))
+    }
+
+    fn order(&self) -> Order {
+        Order::Increasing
+    }
+
+    fn issued_by(&self) -> IssuedBy {
+        IssuedBy::Counters
+    }
+
+    fn same(&self, other: &dyn LayoutKind) -> bool {
+        same_as(self, other)
+    }
+}
+
+/// No clock: `now_ms` is ignored and there is no ceiling.
+impl OtherGenerator for DecimalIdGenerator {
+    fn next(&self, _now_ms: u64) -> Result<Next<AnyId>, Error> {
+        Ok(Next::Ready(AnyId::U64(DecimalIdGenerator::next(self)?.to_raw())))
+    }
+
+    fn next_batch(&self, _now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
+        let batch = DecimalIdGenerator::next_batch(self, n)?;
+        Ok(Next::Ready(AnyBatch::other(batch.map(id_of as fn(DecimalId) -> AnyId))))
+    }
+
+    fn last_ms(&self) -> Option<u64> {
+        None
+    }
+
+    fn set_ceiling_ms(&self, _mark_ms: u64) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn id_of(id: DecimalId) -> AnyId {
+    AnyId::U64(id.to_raw())
+}
+
+/// The `decimal-id` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "decimal-id",
+    about: "DecimalId: counter*10^10 + generator_id*10^5 + launch_id, readable in decimal, no clock",
+    make: || std::sync::Arc::new(DecimalIdLayout),
+};

@@ -2,7 +2,13 @@
 //! a 5-bit worker and a 12-bit counter, using all 64 bits.
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig, id_impl::u64_id,
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::FieldRole,
+    format::Format,
+    generator::{Generator, GeneratorConfig},
+    id_impl::u64_id,
+    kind::Builtin,
 };
 
 /// A go-flakeid ID.
@@ -215,3 +221,10 @@ impl Flake {
 }
 
 u64_id!(Flake);
+
+/// The `flake` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "flake",
+    about: "go-flakeid: 42-bit ms since a chosen epoch (default Unix), 5-bit datacenter, 5-bit worker, 12-bit counter; uses bit 63",
+    make: || std::sync::Arc::new(Flake::LAYOUT),
+};

@@ -7,73 +7,12 @@
 
 use std::{fmt, marker::PhantomData};
 
+pub use crate::next::Next;
 use crate::{
-    Error,
+    error::Error,
+    pack::{Packer, Plan, low_mask},
     sequence::{Sequencer, Timing},
 };
-
-/// The outcome of asking a generator for an ID: ready, or not before a given time.
-///
-/// # Example
-///
-/// ```
-/// use idmint_core::{GeneratorConfig, Next, Snowflake};
-///
-/// let generator = Snowflake::generator(0, 1, &GeneratorConfig::default())?;
-/// let now_ms = Snowflake::EPOCH_MS + 5;
-/// match generator.next(now_ms)? {
-///     Next::Ready(id) => assert_eq!(id.into_parts().timestamp, 5),
-///     Next::Wait { until_ms } => panic!("unexpected wait until {until_ms}"),
-/// }
-/// # Ok::<(), idmint_core::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
-pub enum Next<T> {
-    /// The value is ready.
-    Ready(T),
-    /// Nothing can be issued before the clock reads `until_ms` (Unix milliseconds): the
-    /// sequence of the current tick is used up. Call again at or after that time.
-    Wait {
-        /// The earliest Unix millisecond at which a call can succeed.
-        until_ms: u64,
-    },
-}
-
-impl<T> Next<T> {
-    /// The value, if it is ready.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use idmint_core::Next;
-    ///
-    /// assert_eq!(Next::Ready(7).ready(), Some(7));
-    /// assert_eq!(Next::<u64>::Wait { until_ms: 1 }.ready(), None);
-    /// ```
-    pub fn ready(self) -> Option<T> {
-        match self {
-            Next::Ready(value) => Some(value),
-            Next::Wait { .. } => None,
-        }
-    }
-
-    /// Applies `f` to a ready value.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use idmint_core::Next;
-    ///
-    /// assert_eq!(Next::Ready(2).map(|v| v * 10), Next::Ready(20));
-    /// ```
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Next<U> {
-        match self {
-            Next::Ready(value) => Next::Ready(f(value)),
-            Next::Wait { until_ms } => Next::Wait { until_ms },
-        }
-    }
-}
 
 /// How a generator treats the clock: plain data, checked when a generator is built.
 ///
@@ -152,73 +91,6 @@ impl GeneratedId for u64 {
 }
 
 pub(crate) use sealed::Sealed;
-
-/// How a (tick, sequence) pair becomes an ID.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PackKind {
-    /// `(tick & time_mask) << time_shift | node | seq << seq_shift`.
-    Bits { time_shift: u32, time_mask: u64, seq_shift: u32 },
-    /// elfo's TraceId: the sequence is split into chunk number and a counter that is never 0.
-    TraceId,
-    /// LableOrg SPREAD: the 64-bit bit-reversed timestamp.
-    LableSpread,
-    /// LableOrg TIME_SEQUENTIAL: the timestamp in the top 42 bits.
-    LableSequential,
-}
-
-/// Where LableOrg's sequence and (time-sequential) timestamp start.
-const LABLE_SEQUENCE_SHIFT: u32 = 16;
-const LABLE_TIMESTAMP_SHIFT: u32 = 22;
-
-/// Everything needed to turn pairs into IDs; `Copy`, so batches carry their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Packer {
-    pub(crate) kind: PackKind,
-    /// The generator's fixed bits (node fields, flags).
-    pub(crate) node_bits: u64,
-    pub(crate) seq_bits: u32,
-}
-
-impl Packer {
-    /// How much a packed ID grows when the sequence grows by one within a tick, or 0 when
-    /// that is not a constant.
-    fn step(&self) -> u64 {
-        match self.kind {
-            PackKind::Bits { seq_shift, .. } => 1 << seq_shift,
-            PackKind::LableSpread | PackKind::LableSequential => 1 << LABLE_SEQUENCE_SHIFT,
-            PackKind::TraceId => 0,
-        }
-    }
-
-    #[inline]
-    fn pack(&self, pair: u64) -> u64 {
-        let tick = pair >> self.seq_bits;
-        let seq = pair & ((1 << self.seq_bits) - 1);
-        match self.kind {
-            PackKind::Bits { time_shift, time_mask, seq_shift } => {
-                (tick & time_mask) << time_shift | self.node_bits | seq << seq_shift
-            }
-            PackKind::TraceId => crate::trace_id::pack_generated(tick, self.node_bits, seq),
-            PackKind::LableSpread => {
-                tick.reverse_bits() | seq << LABLE_SEQUENCE_SHIFT | self.node_bits
-            }
-            PackKind::LableSequential => {
-                tick << LABLE_TIMESTAMP_SHIFT | seq << LABLE_SEQUENCE_SHIFT | self.node_bits
-            }
-        }
-    }
-}
-
-/// What a layout tells the generator: its time field, its sequence and how to pack.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Plan {
-    pub(crate) epoch_ms: u64,
-    pub(crate) tick_ms: u64,
-    pub(crate) time_bits: u32,
-    pub(crate) time_wraps: bool,
-    pub(crate) seq_limit: u64,
-    pub(crate) packer: Packer,
-}
 
 /// Validates `config` and builds the (tick, sequence) counter of a generator whose time field
 /// counts `tick_ms` ticks from `epoch_ms` up to `max_tick`. Every generator is built here, so
@@ -314,7 +186,7 @@ impl<I: GeneratedId> Generator<I> {
         let max_tick = if plan.time_wraps {
             u64::MAX >> seq_bits
         } else {
-            crate::bits::low_mask(plan.time_bits).min(u64::MAX >> seq_bits)
+            low_mask(plan.time_bits).min(u64::MAX >> seq_bits)
         };
         let seq =
             sequencer(config, plan.epoch_ms, plan.tick_ms, max_tick, seq_bits, plan.seq_limit)?;

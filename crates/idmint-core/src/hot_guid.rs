@@ -9,7 +9,16 @@ use std::{fmt, iter::FusedIterator, str::FromStr};
 
 use md5::{Digest, Md5};
 
-use crate::{Error, Format, GeneratorConfig, Next, sequence::Sequencer};
+use crate::{
+    any::{AnyBatch, AnyGenerator, AnyId, OtherGenerator},
+    error::Error,
+    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    format::Format,
+    generator::GeneratorConfig,
+    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, same_as},
+    next::Next,
+    sequence::Sequencer,
+};
 
 /// Length of a HotGuid in bytes.
 const LEN: usize = 16;
@@ -779,6 +788,214 @@ mod serde_impls {
         }
     }
 }
+
+/// The `hot-guid` layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HotGuidLayout;
+
+/// Width of HotGuid's `process` field: 5 bytes.
+const PROCESS_BITS: u32 = 40;
+
+impl LayoutKind for HotGuidLayout {
+    fn name(&self) -> &str {
+        "hot-guid"
+    }
+
+    fn id_bits(&self) -> u32 {
+        128
+    }
+
+    fn default_format(&self) -> Format {
+        Format::Uuid
+    }
+
+    fn epoch_ms(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    fn fields(&self) -> Vec<FieldInfo> {
+        vec![
+            FieldInfo::number("timestamp", 32, 0, u64::from(u32::MAX), FieldRole::Time),
+            FieldInfo::text("process", PROCESS_BITS, FieldRole::Node, "10 hex digits"),
+            FieldInfo::number(
+                "counter",
+                24,
+                0,
+                u64::from(HotGuid::COUNTER_MAX),
+                FieldRole::Sequence,
+            ),
+            FieldInfo::number("shard_key", 32, 0, u64::from(u32::MAX), FieldRole::Node),
+        ]
+    }
+
+    // In the .NET string's (big-endian) order: bytes 3..0, 5..4, 7..6, 8..15.
+    fn segments(&self) -> Option<Vec<Segment>> {
+        Some(vec![
+            Segment::new("timestamp", 127, 96),
+            Segment::new("process[1..0] (md5 of machine)", 95, 80),
+            Segment::new("process[4..2] (md5, pid)", 79, 56),
+            Segment::new("counter", 55, 32),
+            Segment::new("shard_key (little-endian)", 31, 0),
+        ])
+    }
+
+    fn capacity(&self) -> Capacity {
+        let wrap_ms = (1u64 << 32) * 1000;
+        Capacity {
+            tick_ms: 1000,
+            start_ms: Some(0),
+            end_ms: None,
+            wrap_ms: Some(wrap_ms),
+            start: Some(crate::format_rfc3339_ms(0)),
+            end: None,
+            ids_per_tick: u64::from(HotGuid::COUNTER_MAX) + 1,
+            ids_per_second_per_generator: u64::from(HotGuid::COUNTER_MAX) + 1,
+            generators: self.generator_count(),
+        }
+    }
+
+    fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
+        let narrow = |field: &str, value: u64, max: u32| {
+            u32::try_from(value)
+                .ok()
+                .filter(|&v| v <= max)
+                .ok_or_else(|| Error::out_of_range(field, value, 0, u64::from(max)))
+        };
+        let parts = HotGuidParts {
+            timestamp: narrow("timestamp", values.number("timestamp")?, u32::MAX)?,
+            process: parse_process(&values.text("process")?)?,
+            counter: narrow("counter", values.number("counter")?, HotGuid::COUNTER_MAX)?,
+            shard_key: narrow("shard_key", values.number("shard_key")?, u32::MAX)?,
+        };
+        Ok(AnyId::U128(HotGuid::from_parts(parts)?.as_u128()))
+    }
+
+    fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
+        let AnyId::U128(value) = id else {
+            return Err(Error::InvalidId {
+                layout: self.name().to_owned(),
+                reason: "a 64-bit value is not a 128-bit id",
+            });
+        };
+        let p = HotGuid::from_u128(value).into_parts();
+        Ok(vec![
+            num("timestamp", u64::from(p.timestamp)),
+            ("process".to_owned(), FieldValue::Text(process_hex(&p.process))),
+            num("counter", u64::from(p.counter)),
+            num("shard_key", u64::from(p.shard_key)),
+        ])
+    }
+
+    fn time_ms(&self, id: AnyId, _now_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(match id {
+            AnyId::U128(v) => Some(u64::from(HotGuid::from_u128(v).unix_timestamp()) * 1000),
+            AnyId::U64(_) => None,
+        })
+    }
+
+    fn fingerprint(&self) -> String {
+        "hot-guid/128b/epoch=0/tick=1000".to_owned()
+    }
+
+    fn generator_count(&self) -> u64 {
+        1 << PROCESS_BITS
+    }
+
+    /// The 5 `process` bytes, big-endian.
+    fn identity(&self, generator_id: u64) -> Vec<(String, FieldValue)> {
+        let text = process_hex(&process_of(generator_id));
+        vec![("process".to_owned(), FieldValue::Text(text))]
+    }
+
+    fn generator_for(
+        &self,
+        generator_id: Option<u64>,
+        mut values: FieldReader,
+        config: &GeneratorConfig,
+    ) -> Result<AnyGenerator, Error> {
+        let process = match generator_id {
+            Some(id) => values.refuse("process").map(|()| process_of(id))?,
+            None => match values.text_or("process")? {
+                Some(text) => parse_process(&text)?,
+                None => [0; 5],
+            },
+        };
+        let shard = values.number_or("shard_key", 0)?;
+        let shard = u32::try_from(shard)
+            .map_err(|_| Error::out_of_range("shard_key", shard, 0, u64::from(u32::MAX)))?;
+        Ok(AnyGenerator::other(HotGuid::generator(process, shard, config)?))
+    }
+
+    fn order(&self) -> Order {
+        Order::Increasing
+    }
+
+    fn issued_by(&self) -> IssuedBy {
+        IssuedBy::Clock
+    }
+
+    fn same(&self, other: &dyn LayoutKind) -> bool {
+        same_as(self, other)
+    }
+}
+
+impl OtherGenerator for HotGuidGenerator {
+    fn next(&self, now_ms: u64) -> Result<Next<AnyId>, Error> {
+        Ok(HotGuidGenerator::next(self, now_ms)?.map(|id| AnyId::U128(id.as_u128())))
+    }
+
+    fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
+        let batch = HotGuidGenerator::next_batch(self, now_ms, n)?;
+        Ok(batch.map(|b| AnyBatch::other(b.map(id_of as fn(HotGuid) -> AnyId))))
+    }
+
+    fn last_ms(&self) -> Option<u64> {
+        Some(HotGuidGenerator::last_ms(self))
+    }
+
+    fn set_ceiling_ms(&self, mark_ms: u64) -> Result<(), Error> {
+        HotGuidGenerator::set_ceiling_ms(self, mark_ms)
+    }
+}
+
+fn id_of(id: HotGuid) -> AnyId {
+    AnyId::U128(id.as_u128())
+}
+
+/// The process bytes of a generator ID below 2^40, big-endian.
+fn process_of(generator_id: u64) -> [u8; 5] {
+    let mut out = [0; 5];
+    out.copy_from_slice(&generator_id.to_be_bytes()[3..]);
+    out
+}
+
+/// The process bytes as 10 hex digits.
+fn process_hex(process: &[u8; 5]) -> String {
+    process.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// HotGuid's `process` field: 10 hex digits.
+fn parse_process(text: &str) -> Result<[u8; 5], Error> {
+    let bad = || Error::InvalidFieldValue {
+        field: "process".into(),
+        reason: format!("`{text}` is not 10 hex digits"),
+    };
+    if text.len() != 10 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let mut out = [0u8; 5];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// The `hot-guid` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "hot-guid",
+    about: "HotGuid (128-bit): .NET Guid of seconds, process, 24-bit counter and a 32-bit shard key",
+    make: || std::sync::Arc::new(HotGuidLayout),
+};
 
 #[cfg(test)]
 mod tests {

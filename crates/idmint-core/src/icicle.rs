@@ -4,8 +4,13 @@
 use std::num::NonZeroU64;
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::FieldRole,
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::nonzero_bit_id,
+    kind::Builtin,
 };
 
 /// An icicle ID (v2).
@@ -60,7 +65,8 @@ const TIMESTAMP_SHIFT: u32 = SHARD_SHIFT + Icicle::SHARD_BITS;
 
 const FIELDS: &[BitField] = &[
     BitField::new("timestamp", TIMESTAMP_SHIFT, Icicle::TIMESTAMP_BITS, FieldRole::Time),
-    BitField::new("shard", SHARD_SHIFT, Icicle::SHARD_BITS, FieldRole::Node),
+    BitField::new("shard", SHARD_SHIFT, Icicle::SHARD_BITS, FieldRole::Node)
+        .with_generator_min(Icicle::MIN_GENERATOR_SHARD),
     BitField::new("sequence", SEQUENCE_SHIFT, Icicle::SEQUENCE_BITS, FieldRole::Sequence),
 ];
 
@@ -169,3 +175,10 @@ impl Icicle {
 }
 
 nonzero_bit_id!(Icicle);
+
+/// The `icicle` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "icicle",
+    about: "intenthq icicle: 41-bit ms since 2016-02-18, 10-bit logical shard, 12-bit sequence",
+    make: || std::sync::Arc::new(Icicle::LAYOUT),
+};

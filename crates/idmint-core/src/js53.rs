@@ -4,8 +4,13 @@
 use std::num::NonZeroU64;
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::FieldRole,
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::nonzero_bit_id,
+    kind::Builtin,
 };
 
 /// A JavaScript-safe ID: 53 bits, so `Number.MAX_SAFE_INTEGER` (2^53−1) bounds every value.
@@ -167,3 +172,10 @@ impl Js53 {
 }
 
 nonzero_bit_id!(Js53);
+
+/// The `js53` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "js53",
+    about: "idmint js53: 40-bit ms since 2026-01-01, 6-bit node, 7-bit sequence; every id below 2^53",
+    make: || std::sync::Arc::new(Js53::LAYOUT),
+};

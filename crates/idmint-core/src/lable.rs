@@ -5,9 +5,14 @@
 use std::{fmt, str::FromStr};
 
 use crate::{
-    Error, Format, Generator, GeneratorConfig,
-    generator::{PackKind, Packer, Plan},
+    any::{AnyGenerator, AnyId},
+    error::Error,
+    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::u64_id,
+    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, same_as},
+    pack::{PackKind, Packer, Plan},
 };
 
 /// How a [`Lable`] ID stores its timestamp.
@@ -313,8 +318,12 @@ impl Lable {
     /// How a generator fills Lable IDs for one (generator ID, cluster ID, mode).
     pub(crate) fn plan(generator_id: u64, cluster_id: u64, mode: LableMode) -> Result<Plan, Error> {
         let kind = match mode {
-            LableMode::Spread => PackKind::LableSpread,
-            LableMode::TimeSequential => PackKind::LableSequential,
+            LableMode::Spread => PackKind::Reversed { seq_shift: SEQUENCE_SHIFT },
+            LableMode::TimeSequential => PackKind::Bits {
+                time_shift: TIMESTAMP_SHIFT,
+                time_mask: Self::MAX_TIMESTAMP,
+                seq_shift: SEQUENCE_SHIFT,
+            },
         };
         Ok(Plan {
             epoch_ms: 0,
@@ -367,3 +376,150 @@ fn fixed_bits(generator_id: u64, cluster_id: u64, mode: LableMode) -> Result<u64
 }
 
 u64_id!(Lable);
+
+/// The `lable` layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LableLayout;
+
+impl LayoutKind for LableLayout {
+    fn name(&self) -> &str {
+        Lable::NAME
+    }
+
+    fn default_format(&self) -> Format {
+        Lable::DEFAULT_FORMAT
+    }
+
+    fn epoch_ms(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    fn fields(&self) -> Vec<FieldInfo> {
+        let number = |name, bits, max, role| FieldInfo::number(name, bits, 0, max, role);
+        vec![
+            number("timestamp", Lable::TIMESTAMP_BITS, Lable::MAX_TIMESTAMP, FieldRole::Time),
+            number(
+                "sequence",
+                Lable::SEQUENCE_BITS,
+                mask(Lable::SEQUENCE_BITS),
+                FieldRole::Sequence,
+            ),
+            number(
+                "generator_id",
+                Lable::GENERATOR_BITS,
+                mask(Lable::GENERATOR_BITS),
+                FieldRole::Node,
+            ),
+            number("cluster_id", Lable::CLUSTER_BITS, mask(Lable::CLUSTER_BITS), FieldRole::Node),
+            FieldInfo::text("mode", 1, FieldRole::Node, "`spread` or `time-sequential`"),
+        ]
+    }
+
+    fn segments(&self) -> Option<Vec<Segment>> {
+        Some(vec![
+            Segment::new("timestamp", 63, 22),
+            Segment::new("sequence", 21, 16),
+            Segment::new("generator_id[10:8]", 15, 13),
+            Segment::new("mode", 12, 12),
+            Segment::new("generator_id[7:0]", 11, 4),
+            Segment::new("cluster_id", 3, 0),
+        ])
+    }
+
+    fn capacity(&self) -> Capacity {
+        let end_ms = Lable::MAX_TIMESTAMP + 1;
+        Capacity {
+            tick_ms: 1,
+            start_ms: Some(0),
+            end_ms: Some(end_ms),
+            wrap_ms: None,
+            start: Some(crate::format_rfc3339_ms(0)),
+            end: Some(crate::format_rfc3339_ms(end_ms)),
+            ids_per_tick: 1 << Lable::SEQUENCE_BITS,
+            ids_per_second_per_generator: 1000 << Lable::SEQUENCE_BITS,
+            generators: self.generator_count(),
+        }
+    }
+
+    fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
+        let parts = LableParts {
+            timestamp: values.number("timestamp")?,
+            sequence: values.number("sequence")?,
+            generator_id: values.number("generator_id")?,
+            cluster_id: values.number("cluster_id")?,
+            mode: values.text("mode")?.parse()?,
+        };
+        Ok(AnyId::U64(Lable::from_parts(parts)?.to_raw()))
+    }
+
+    fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
+        let p = Lable::from_raw(id.u64_for(self.name())?)?.into_parts();
+        Ok(vec![
+            num("timestamp", p.timestamp),
+            num("sequence", p.sequence),
+            num("generator_id", p.generator_id),
+            num("cluster_id", p.cluster_id),
+            ("mode".to_owned(), FieldValue::Text(p.mode.name().to_owned())),
+        ])
+    }
+
+    fn time_ms(&self, id: AnyId, _now_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(Some(Lable::from_raw(id.u64_for(self.name())?)?.into_parts().timestamp))
+    }
+
+    fn fingerprint(&self) -> String {
+        "lable/64b/epoch=0/tick=1/v4.1".to_owned()
+    }
+
+    fn generator_count(&self) -> u64 {
+        1 << (Lable::GENERATOR_BITS + Lable::CLUSTER_BITS)
+    }
+
+    /// `cluster_id·2048 + generator_id`: LableOrg's claim order (cluster, then generator ID).
+    fn identity(&self, generator_id: u64) -> Vec<(String, FieldValue)> {
+        vec![
+            num("generator_id", generator_id % (1 << Lable::GENERATOR_BITS)),
+            num("cluster_id", generator_id >> Lable::GENERATOR_BITS),
+        ]
+    }
+
+    fn generator_for(
+        &self,
+        generator_id: Option<u64>,
+        mut values: FieldReader,
+        config: &GeneratorConfig,
+    ) -> Result<AnyGenerator, Error> {
+        let mode = match values.text_or("mode")? {
+            Some(mode) => mode.parse()?,
+            None => LableMode::default(),
+        };
+        let low = generator_id.map(|id| id % (1 << Lable::GENERATOR_BITS));
+        let cluster = generator_id.map(|id| id >> Lable::GENERATOR_BITS);
+        let plan = Lable::plan(
+            values.node("generator_id", low, 0)?,
+            values.node("cluster_id", cluster, 0)?,
+            mode,
+        )?;
+        Ok(AnyGenerator::from_u64(Generator::from_plan(plan, config)?))
+    }
+
+    fn order(&self) -> Order {
+        // A generator's mode decides: spread mode reverses the time's bits.
+        Order::Unordered
+    }
+
+    fn issued_by(&self) -> IssuedBy {
+        IssuedBy::Clock
+    }
+
+    fn same(&self, other: &dyn LayoutKind) -> bool {
+        same_as(self, other)
+    }
+}
+
+/// The `lable` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "lable",
+    about: "LableOrg: 42-bit ms (bit-reversed in spread mode), 6-bit sequence, 11-bit generator, mode flag, 4-bit cluster; uses bit 63",
+    make: || std::sync::Arc::new(LableLayout),
+};

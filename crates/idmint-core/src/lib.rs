@@ -28,7 +28,7 @@
 //! | --- | --- | --- |
 //! | a 64-bit ID for a new system, sortable by time | [`Snowflake`] | 69 years, 4,096 IDs/ms per generator, 1,024 generators, positive `i64` |
 //! | IDs that JavaScript can hold as numbers | [`Js53`] | every ID ≤ 2^53−1; 64 generators, 128 IDs/ms each, until 2060 |
-//! | compatibility with an existing system | [`Lable`], [`Flake`], [`Icicle`], [`Sonyflake`], [`TraceId`], [`HotGuid`] | byte-exact with LableOrg, go-flakeid, icicle, Sonyflake, elfo and HotGuid |
+//! | compatibility with an existing system | [`Lable`], [`Flake`], [`Icicle`], [`Sonyflake`], [`SonyflakeV2`], [`TraceId`], [`HotGuid`] | byte-exact with LableOrg, go-flakeid, icicle, Sonyflake (v1 and v2), elfo and HotGuid |
 //! | tracing or log IDs, very fast, unique for a year | [`TraceId`] | 4.19 M IDs/s per node; the seconds wrap every 388 days |
 //! | IDs people read aloud, no clock at all | [`DecimalId`] | `counter·10^10 + generator·10^5 + launch` |
 //! | plain, dense integers handed out by a database | the `sequence` [`Layout`] | 1..=2^63−1, no clock; IDs come from a segment store (`idmint-coord`), not a generator |
@@ -59,10 +59,12 @@
 //! [`Layout`] names any built-in or custom layout and encodes, decodes, parses, explains and
 //! generates it without knowing its type at compile time. The CLI and the server use it.
 
+mod any;
 mod bits;
 mod clock;
 mod decimal_id;
 mod error;
+mod field;
 mod flake;
 mod format;
 mod generator;
@@ -70,21 +72,28 @@ mod hot_guid;
 mod icicle;
 mod id_impl;
 mod js53;
+mod kind;
 mod lable;
 mod layout;
+mod next;
+mod pack;
 mod sequence;
+mod sequence_layout;
 mod snowflake;
 mod sonyflake;
+mod sonyflake_v2;
 mod time_fmt;
 mod trace_id;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use crate::clock::ManualClock;
 pub use crate::{
-    bits::{BitField, BitLayout, Capacity, FieldConfig, FieldRole, LayoutConfig},
+    any::{AnyBatch, AnyGenerator, AnyId},
+    bits::{BitField, BitLayout, FieldConfig, LayoutConfig},
     clock::{Anchor, Clock, SystemClock},
     decimal_id::{DecimalId, DecimalIdBatch, DecimalIdGenerator, DecimalIdParts},
     error::Error,
+    field::{FieldInfo, FieldRole, FieldValue, Segment},
     flake::{Flake, FlakeParts},
     format::Format,
     generator::{
@@ -94,10 +103,12 @@ pub use crate::{
     hot_guid::{HotGuid, HotGuidBatch, HotGuidGenerator, HotGuidParts},
     icicle::{Icicle, IcicleParts},
     js53::{Js53, Js53Parts},
+    kind::{Capacity, IssuedBy, Order},
     lable::{Lable, LableMode, LableParts},
-    layout::{AnyBatch, AnyGenerator, AnyId, FieldInfo, FieldValue, Layout, Segment},
+    layout::Layout,
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
+    sonyflake_v2::SonyflakeV2,
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},
     trace_id::{ChunkRegistry, ChunkedTraceIdGenerator, TraceId, TraceIdParts, TraceIdValidator},
 };

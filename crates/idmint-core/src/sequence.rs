@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{Error, generator::Next};
+use crate::{error::Error, next::Next};
 
 /// The clock rules of a generator, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,8 +4,13 @@
 use std::num::NonZeroU64;
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::FieldRole,
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::nonzero_bit_id,
+    kind::Builtin,
 };
 
 /// A Twitter Snowflake ID.
@@ -182,3 +187,10 @@ impl Snowflake {
 }
 
 nonzero_bit_id!(Snowflake);
+
+/// The `snowflake` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "snowflake",
+    about: "Twitter Snowflake: 41-bit ms since 2010-11-04, 5-bit datacenter, 5-bit worker, 12-bit sequence",
+    make: || std::sync::Arc::new(Snowflake::LAYOUT),
+};

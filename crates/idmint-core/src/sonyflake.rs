@@ -4,8 +4,13 @@
 use std::num::NonZeroU64;
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::FieldRole,
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::nonzero_bit_id,
+    kind::Builtin,
 };
 
 /// A Sonyflake ID (v1 layout).
@@ -161,3 +166,10 @@ impl Sonyflake {
 }
 
 nonzero_bit_id!(Sonyflake);
+
+/// The `sonyflake` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "sonyflake",
+    about: "Sony Sonyflake: 39 bits of 10 ms since 2014-09-01, 8-bit sequence, 16-bit machine",
+    make: || std::sync::Arc::new(Sonyflake::LAYOUT),
+};

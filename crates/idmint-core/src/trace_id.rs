@@ -7,9 +7,15 @@ use std::{
 };
 
 use crate::{
-    BitField, BitLayout, Error, FieldRole, Format, Generator, GeneratorConfig,
-    generator::{PackKind, Packer, Plan},
+    any::{AnyGenerator, AnyId},
+    bits::{BitField, BitLayout},
+    error::Error,
+    field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    format::Format,
+    generator::{Generator, GeneratorConfig},
     id_impl::u64_id,
+    kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, same_as},
+    pack::{PackKind, Packer, Plan},
 };
 
 /// An elfo TraceId: a positive, non-zero `i64` that is unique for about a year.
@@ -243,7 +249,16 @@ impl TraceId {
             time_bits: Self::TIMESTAMP_BITS,
             time_wraps: true,
             seq_limit: Self::IDS_PER_SECOND,
-            packer: Packer { kind: PackKind::TraceId, node_bits, seq_bits: BOTTOM_BITS },
+            packer: Packer {
+                kind: PackKind::Chunked {
+                    time_shift: TIMESTAMP_SHIFT,
+                    time_mask: FIELDS[0].max(),
+                    chunk_shift: CHUNK_SHIFT,
+                    per_chunk: COUNTERS_PER_CHUNK,
+                },
+                node_bits,
+                seq_bits: BOTTOM_BITS,
+            },
         })
     }
 
@@ -255,14 +270,90 @@ impl TraceId {
 
 u64_id!(TraceId);
 
-/// Packs a generated (second, sequence) pair: the sequence `s` in `0..4096·1023` becomes chunk
-/// `s / 1023` and counter `s % 1023 + 1`, so the counter is never 0.
-#[inline]
-pub(crate) fn pack_generated(tick: u64, node_bits: u64, seq: u64) -> u64 {
-    (tick & FIELDS[0].max()) << TIMESTAMP_SHIFT
-        | node_bits
-        | (seq / COUNTERS_PER_CHUNK) << CHUNK_SHIFT
-        | (seq % COUNTERS_PER_CHUNK + 1)
+/// The `trace-id` layout: TraceId's bit fields, with a sequence split into chunk and counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TraceIdLayout;
+
+impl LayoutKind for TraceIdLayout {
+    fn name(&self) -> &str {
+        "trace-id"
+    }
+
+    fn epoch_ms(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    fn fields(&self) -> Vec<FieldInfo> {
+        TraceId::LAYOUT.field_infos()
+    }
+
+    fn segments(&self) -> Option<Vec<Segment>> {
+        Some(TraceId::LAYOUT.diagram())
+    }
+
+    fn capacity(&self) -> Capacity {
+        // Chunk number and counter together are the sequence: 4,096 × 1,023 per second.
+        let per_second = TraceId::IDS_PER_SECOND;
+        Capacity {
+            ids_per_tick: per_second,
+            ids_per_second_per_generator: per_second,
+            ..TraceId::LAYOUT.capacity()
+        }
+    }
+
+    fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
+        let raw = TraceId::LAYOUT.pack(&TraceId::LAYOUT.read_fields(values)?)?;
+        Ok(AnyId::U64(TraceId::from_raw(raw)?.to_raw()))
+    }
+
+    fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
+        let p = TraceId::from_raw(id.u64_for(self.name())?)?.into_parts();
+        Ok(vec![
+            num("timestamp", p.timestamp),
+            num("node_no", p.node_no),
+            num("chunk_no", p.chunk_no),
+            num("counter", p.counter),
+        ])
+    }
+
+    fn time_ms(&self, id: AnyId, now_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(TraceId::from_raw(id.u64_for(self.name())?)?.unix_secs_near(now_ms).checked_mul(1000))
+    }
+
+    fn fingerprint(&self) -> String {
+        LayoutKind::fingerprint(&TraceId::LAYOUT)
+    }
+
+    fn generator_count(&self) -> u64 {
+        1 << TraceId::NODE_BITS
+    }
+
+    fn identity(&self, generator_id: u64) -> Vec<(String, FieldValue)> {
+        vec![num("node_no", generator_id)]
+    }
+
+    fn generator_for(
+        &self,
+        generator_id: Option<u64>,
+        mut values: FieldReader,
+        config: &GeneratorConfig,
+    ) -> Result<AnyGenerator, Error> {
+        let node_no = values.node("node_no", generator_id, 0)?;
+        Ok(AnyGenerator::from_u64(Generator::from_plan(TraceId::plan(node_no)?, config)?))
+    }
+
+    fn order(&self) -> Order {
+        // The seconds wrap every 388 days.
+        Order::KSorted
+    }
+
+    fn issued_by(&self) -> IssuedBy {
+        IssuedBy::Clock
+    }
+
+    fn same(&self, other: &dyn LayoutKind) -> bool {
+        same_as(self, other)
+    }
 }
 
 /// elfo's `TraceIdValidator`: checks TraceIds that arrive from outside.
@@ -461,3 +552,10 @@ impl ChunkedTraceIdGenerator {
         TraceId(crate::id_impl::generated_nonzero(raw))
     }
 }
+
+/// The `trace-id` built-in layout.
+pub(crate) const BUILTIN: Builtin = Builtin {
+    name: "trace-id",
+    about: "elfo TraceId: 25-bit seconds (wraps every 388 days), 16-bit node, 12-bit chunk, 10-bit counter",
+    make: || std::sync::Arc::new(TraceIdLayout),
+};

@@ -3,6 +3,7 @@
 //! | module | what it checks |
 //! | --- | --- |
 //! | `vectors` | every case of `testdata/seed-vectors.json`, through [`idmint_core::Layout`] |
+//! | `kinds` | each layout's order, issuer and generator from a generator ID (proptest) |
 //! | `layouts` | parts → ID → parts and ID → text → ID for every layout and format (proptest) |
 //! | `no_panic` | parsing and decoding arbitrary input never panics (proptest) |
 //! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
@@ -15,6 +16,8 @@
 mod common;
 #[path = "lib/generator.rs"]
 mod generator;
+#[path = "lib/kinds.rs"]
+mod kinds;
 #[path = "lib/layouts.rs"]
 mod layouts;
 #[path = "lib/no_panic.rs"]

@@ -227,6 +227,7 @@ same_fields! {
         generators,
         auth,
         source,
+        order,
     }
 }
 

@@ -185,6 +185,12 @@ pub struct NamespaceInfo {
     /// it, which reads as `generator`.
     #[serde(default = "generator_source")]
     pub source: String,
+    /// The order of the IDs one generator (or store) of the namespace issues, as the layout
+    /// and the source say: `increasing` (every batch above the last), `k-sorted` (roughly by
+    /// time) or `unordered`. Servers that predate this field omit it, which reads as empty:
+    /// a client then assumes no order.
+    #[serde(default)]
+    pub order: String,
 }
 
 /// The `source` of a namespace described by a server that does not send one.

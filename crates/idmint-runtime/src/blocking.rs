@@ -1,9 +1,9 @@
-//! [`BlockingGenerator`]: a [`Source`] with a clock and a way to wait, for threads that may
+//! [`BlockingGenerator`]: a [`ClockDriven`] with a clock and a way to wait, for threads that may
 //! block. It reads the clock, calls the source, and waits when told to; nothing more.
 
 use idmint_core::{Clock, Next, SystemClock};
 
-use crate::{Error, Source, ThreadSleep, Wait, stall::DEFAULT_STALL_LIMIT, stall::Due};
+use crate::{ClockDriven, Error, ThreadSleep, Wait, stall::DEFAULT_STALL_LIMIT, stall::Due};
 
 /// The most IDs [`BlockingGenerator::fill`] reserves in one step. A time-based batch is two
 /// integers whatever its length, but some batches hold their IDs (`decimal-id` through
@@ -12,7 +12,7 @@ const FILL_RESERVATION: u64 = 1 << 16;
 
 /// A generator that blocks the calling thread until its IDs are due.
 ///
-/// It wraps a [`Source`] (any core generator, by value, `&` or [`Arc`](std::sync::Arc)), a
+/// It wraps a [`ClockDriven`] (any core generator, by value, `&` or [`Arc`](std::sync::Arc)), a
 /// [`Clock`] and a [`Wait`]er. Each call reads the clock and asks the source; when the source
 /// answers [`Next::Wait`] it waits, re-reads the clock and asks again. It is `Sync` when its
 /// parts are, and threads share one by reference: the source hands out each ID once.
@@ -68,7 +68,7 @@ pub struct BlockingGenerator<S, C = SystemClock, W = ThreadSleep<C>> {
     stall_limit: u32,
 }
 
-impl<S: Source, C: Clock + Clone> BlockingGenerator<S, C, ThreadSleep<C>> {
+impl<S: ClockDriven, C: Clock + Clone> BlockingGenerator<S, C, ThreadSleep<C>> {
     /// A generator that reads `clock` and sleeps on it with [`ThreadSleep`].
     ///
     /// The clock is cloned into the waiter; pass a reference or an [`Arc`](std::sync::Arc) for
@@ -92,7 +92,7 @@ impl<S: Source, C: Clock + Clone> BlockingGenerator<S, C, ThreadSleep<C>> {
     }
 }
 
-impl<S: Source, C: Clock, W: Wait> BlockingGenerator<S, C, W> {
+impl<S: ClockDriven, C: Clock, W: Wait> BlockingGenerator<S, C, W> {
     /// A generator that reads `clock` and waits with `waiter`.
     ///
     /// # Example

@@ -3,11 +3,12 @@
 //!
 //! A core generator takes the time as input and, when the current tick is used up, answers
 //! [`Next::Wait { until_ms }`](idmint_core::Next::Wait) instead of sleeping. This crate reads a
-//! clock, calls the generator, and waits until `until_ms` when told to: by blocking the thread
-//! ([`BlockingGenerator`]) or on Tokio's timer (`AsyncGenerator`, with the feature `tokio`).
+//! clock, calls the generator, and waits until `until_ms` when told to, by blocking the thread
+//! ([`BlockingGenerator`]). The server waits on its own (on Tokio, bounded by each request's
+//! deadline and by its durable window), so there is no async waiter here.
 //!
-//! **Invariant:** this is the only library crate that sleeps or spawns a clock thread. It has
-//! no layout or sequencing logic: which ID comes next, and when, is decided by the core.
+//! **Invariant:** it has no layout or sequencing logic: which ID comes next, and when, is
+//! decided by the core. It is the only library crate that spawns a clock thread.
 //!
 //! # Getting started
 //!
@@ -34,10 +35,9 @@
 //! | --- | --- | --- |
 //! | a CLI, a batch job, a thread that may block | [`BlockingGenerator`] | [`ThreadSleep`]: `thread::sleep` to the millisecond boundary |
 //! | a benchmark | [`BlockingGenerator::with_wait`] and [`SpinWait`] | a busy loop on the clock |
-//! | async code on Tokio (feature `tokio`) | `AsyncGenerator` | `tokio::time::sleep`, never blocking the executor |
 //! | a hot loop that reads the clock millions of times a second | a [`TickingClock`] as the clock of either | (a clock, not a waiter: one atomic load per reading) |
 //!
-//! Any core generator works as the [`Source`]: [`Generator<I>`](idmint_core::Generator),
+//! Any core generator works as the [`ClockDriven`]: [`Generator<I>`](idmint_core::Generator),
 //! [`HotGuidGenerator`](idmint_core::HotGuidGenerator) and
 //! [`AnyGenerator`](idmint_core::AnyGenerator), by value, by reference or in an `Arc`.
 //!
@@ -48,20 +48,16 @@
 //! LableOrg's "Clock supplied to generator failed to progress.", as an error value.
 
 mod blocking;
+mod clock_driven;
 mod error;
-mod source;
 mod stall;
 mod ticking;
-#[cfg(feature = "tokio")]
-mod tokio;
 mod wait;
 
-#[cfg(feature = "tokio")]
-pub use crate::tokio::AsyncGenerator;
 pub use crate::{
     blocking::BlockingGenerator,
+    clock_driven::ClockDriven,
     error::Error,
-    source::Source,
     ticking::TickingClock,
     wait::{SpinWait, ThreadSleep, Wait},
 };

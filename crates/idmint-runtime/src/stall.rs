@@ -72,12 +72,6 @@ impl<'c, C: Clock> Due<'c, C> {
         Due { clock, now_ms, stall: Stall::new(stall_limit, now_ms), waited: false }
     }
 
-    /// The reading the last attempt was given.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn now_ms(&self) -> u64 {
-        self.now_ms
-    }
-
     /// Calls `attempt` with the current reading (read again after a wait): the value when it
     /// is ready, [`Next::Wait`] when the caller should wait and attempt again, or the error of
     /// the source or of a stalled clock.

@@ -4,7 +4,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use idmint_coord::{DecimalIdOptions, MemoryStore, SegmentAllocator, SegmentOptions};
-use idmint_core::{BitLayout, DecimalId, FieldValue, Layout, LayoutConfig};
+use idmint_core::{
+    BitLayout, DecimalId, FieldValue, GeneratorConfig, Icicle, IssuedBy, Layout, LayoutConfig,
+    Order,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -248,12 +251,52 @@ impl Source {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn default_for(layout: &Layout) -> Source {
-        if !layout.has_generator() {
-            Source::Segment
-        } else if layout.name() == DecimalId::NAME {
-            Source::Counters
-        } else {
-            Source::Generator
+        match layout.issued_by() {
+            IssuedBy::Clock => Source::Generator,
+            IssuedBy::Counters => Source::Counters,
+            IssuedBy::Store => Source::Segment,
+        }
+    }
+
+    /// The one layout a store source issues, by name: `sequence` for `segment`, `decimal-id`
+    /// for `counters`, `icicle` for `redis`; `None` for `generator`, which takes any layout
+    /// with a clock.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_server::Source;
+    ///
+    /// assert_eq!(Source::Redis.layout_name(), Some("icicle"));
+    /// assert_eq!(Source::Generator.layout_name(), None);
+    /// ```
+    pub fn layout_name(self) -> Option<&'static str> {
+        match self {
+            Source::Generator => None,
+            Source::Segment => Some("sequence"),
+            Source::Counters => Some(DecimalId::NAME),
+            Source::Redis => Some("icicle"),
+        }
+    }
+
+    /// The order of the IDs this source issues for `layout`: the layout's own, except that
+    /// icicle IDs from several Redis nodes (each with its own clock) are only k-sorted.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{Layout, Order};
+    /// use idmint_server::Source;
+    ///
+    /// let icicle = Layout::builtin("icicle")?;
+    /// assert_eq!(Source::Generator.order(&icicle), Order::Increasing);
+    /// assert_eq!(Source::Redis.order(&icicle), Order::KSorted);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn order(self, layout: &Layout) -> Order {
+        match (self, layout.order()) {
+            (Source::Redis, Order::Increasing) => Order::KSorted,
+            (_, order) => order,
         }
     }
 }
@@ -564,37 +607,51 @@ impl ServerConfig {
     }
 }
 
+/// Checks a batch size, the one rule for every API: 1..=`max_batch`.
+pub(crate) fn check_count(count: u64, max_batch: u64) -> Result<u64, Error> {
+    match count {
+        1.. if count <= max_batch => Ok(count),
+        _ => Err(count_error(max_batch)),
+    }
+}
+
+/// The error of a batch size that is not 1..=`max_batch`.
+pub(crate) fn count_error(max_batch: u64) -> Error {
+    Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"))
+}
+
 /// Checks that a namespace's source fits its layout, and that it sets only the settings of its
 /// source.
 fn check_source(ns: &NamespaceConfig, layout: &Layout, max_batch: u64) -> Result<(), Error> {
     let bad = |msg: String| Err(Error::Config(format!("namespace `{}`: {msg}", ns.name)));
     let source = ns.source.unwrap_or_else(|| Source::default_for(layout));
     let name = layout.name();
-    let is_icicle = ns.custom_layout.is_none() && name == "icicle";
+    let issued_by = layout.issued_by();
     match source {
-        Source::Generator if !layout.has_generator() => {
+        Source::Generator if issued_by == IssuedBy::Store => {
             return bad(format!(
                 "layout `{name}` has no generator: its ids come from a segment store \
                  (source `segment`)"
             ));
         }
-        Source::Generator if name == DecimalId::NAME && ns.custom_layout.is_none() => {
+        Source::Generator if issued_by == IssuedBy::Counters => {
             return bad(format!(
                 "layout `{name}` takes its launch and generator ids from persistent counters: \
                  use source `counters`"
             ));
         }
-        Source::Segment if layout.has_generator() || ns.custom_layout.is_some() => {
+        Source::Segment if issued_by != IssuedBy::Store => {
             return bad(format!(
                 "source `segment` issues plain integers: it needs layout `sequence`, not `{name}`"
             ));
         }
-        Source::Counters if name != DecimalId::NAME || ns.custom_layout.is_some() => {
+        Source::Counters if issued_by != IssuedBy::Counters => {
             return bad(format!(
                 "source `counters` issues DecimalIds: it needs layout `decimal-id`, not `{name}`"
             ));
         }
-        Source::Redis if !is_icicle || ns.epoch_ms.is_some() => {
+        // The Redis nodes run icicle's script: exactly icicle's layout, epoch included.
+        Source::Redis if *layout != Layout::custom(Icicle::LAYOUT) => {
             return bad(format!(
                 "source `redis` issues icicle's ids (icicle's epoch, shards set on the Redis \
                  nodes): it needs layout `icicle` without another epoch, not `{name}`"
@@ -613,6 +670,13 @@ fn check_source(ns: &NamespaceConfig, layout: &Layout, max_batch: u64) -> Result
             return bad(format!(
                 "`{setting}` applies to source `generator` only, not to source `{source}`"
             ));
+        }
+    }
+    // A fixed generator ID and the fixed fields make a generator here, before any claim.
+    if let (Source::Generator, Some(id)) = (source, ns.generator_id) {
+        let config = GeneratorConfig { borrow_ms: ns.borrow_ms, ..GeneratorConfig::default() };
+        if let Err(e) = layout.generator_for(id, &ns.field_values(), &config) {
+            return bad(e.to_string());
         }
     }
     if ns.segment.is_some() && source != Source::Segment {

@@ -478,7 +478,7 @@ impl IdMint for IdMintService {
     async fn next(&self, request: Request<NextRequest>) -> Result<Response<NextResponse>, Status> {
         let result = async {
             let (ns, format) = self.next(&request)?;
-            let id = self.server.issue(&ns.name, 1).await?.pop().ok_or(Error::ShuttingDown)?;
+            let id = self.server.issue_from(ns, 1).await?.pop().ok_or(Error::ShuttingDown)?;
             let mut text = String::new();
             id.write(format, &mut text)?;
             let id = match id {
@@ -610,10 +610,10 @@ async fn produce(
 async fn issue_batch(server: &Server, ns: &Namespace, count: u64) -> Result<IdBatch, Error> {
     if ns.layout.id_bits() == 64 {
         let mut ids = Vec::new();
-        server.issue_u64(&ns.name, count, &mut ids).await?;
+        server.issue_u64_from(ns, count, &mut ids).await?;
         return Ok(IdBatch { ids, ids128: Vec::new() });
     }
-    let ids = server.issue(&ns.name, count).await?;
+    let ids = server.issue_from(ns, count).await?;
     Ok(IdBatch::from_u128s(ids.into_iter().map(|id| match id {
         AnyId::U128(v) => v,
         AnyId::U64(v) => u128::from(v),

@@ -173,14 +173,11 @@ impl Params {
 
 /// A batch size: digits only, 1..=max.
 fn parse_count(text: &str, max_batch: u64) -> Result<u64, Error> {
-    let bad = || Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"));
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
+        return Err(crate::config::count_error(max_batch));
     }
-    match text.parse::<u64>() {
-        Ok(n) if (1..=max_batch).contains(&n) => Ok(n),
-        _ => Err(bad()),
-    }
+    let count = text.parse::<u64>().map_err(|_| crate::config::count_error(max_batch))?;
+    crate::config::check_count(count, max_batch)
 }
 
 /// The namespace, after checking its bearer token.
@@ -391,10 +388,7 @@ async fn batch_post(
         }
         _ => Error::BadRequest(rejection.body_text()),
     })?;
-    let max = server.config().max_batch;
-    if !(1..=max).contains(&body.count) {
-        return Err(Error::BadRequest(format!("`count` must be a whole number from 1 to {max}")));
-    }
+    crate::config::check_count(body.count, server.config().max_batch)?;
     let format = body
         .format
         .map(|f| f.parse::<Format>().map_err(|e| Error::BadRequest(e.to_string())))

@@ -59,6 +59,7 @@ mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;
+mod issuer;
 mod listener;
 mod metrics;
 mod namespace;
@@ -365,20 +366,12 @@ impl Server {
         }
         let config = Arc::new(server.config.clone());
         for ns in &server.namespaces {
-            if ns.source == Source::Generator {
-                server.tasks.spawn(Arc::clone(ns).maintain_window(
-                    Arc::clone(&server.backends.coordinator),
-                    Arc::clone(&server.clocks),
-                    Arc::clone(&config),
-                    server.stop_tasks.clone(),
-                ));
-            } else {
-                server.tasks.spawn(Arc::clone(ns).maintain_store(
-                    server.backends.clone(),
-                    Arc::clone(&config),
-                    server.stop_tasks.clone(),
-                ));
-            }
+            server.tasks.spawn(Arc::clone(ns).maintain(
+                server.backends.clone(),
+                Arc::clone(&server.clocks),
+                Arc::clone(&config),
+                server.stop_tasks.clone(),
+            ));
         }
         Ok(server)
     }
@@ -419,6 +412,7 @@ impl Server {
                     generators: ns.layout.generator_count(),
                     auth: ns.token().is_some(),
                     source: ns.source.name().to_owned(),
+                    order: ns.source.order(&ns.layout).name().to_owned(),
                 }
             })
             .collect()
@@ -452,13 +446,16 @@ impl Server {
         namespace: &str,
         count: u64,
     ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        let max = self.config.max_batch;
-        if !(1..=max).contains(&count) {
-            return Err(Error::BadRequest(format!(
-                "`count` must be a whole number from 1 to {max}"
-            )));
-        }
-        let ns = self.namespace(namespace)?;
+        self.issue_from(self.namespace(namespace)?, count).await
+    }
+
+    /// [`Server::issue`] from a namespace already looked up.
+    pub(crate) async fn issue_from(
+        &self,
+        ns: &Namespace,
+        count: u64,
+    ) -> Result<Vec<idmint_core::AnyId>, Error> {
+        let count = config::check_count(count, self.config.max_batch)?;
         if count == 1 {
             Ok(vec![ns.next(&self.clocks, self.config.max_wait_ms).await?])
         } else {
@@ -497,13 +494,17 @@ impl Server {
         count: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), Error> {
-        let max = self.config.max_batch;
-        if !(1..=max).contains(&count) {
-            return Err(Error::BadRequest(format!(
-                "`count` must be a whole number from 1 to {max}"
-            )));
-        }
-        let ns = self.namespace(namespace)?;
+        self.issue_u64_from(self.namespace(namespace)?, count, out).await
+    }
+
+    /// [`Server::issue_u64`] from a namespace already looked up.
+    pub(crate) async fn issue_u64_from(
+        &self,
+        ns: &Namespace,
+        count: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), Error> {
+        let count = config::check_count(count, self.config.max_batch)?;
         if ns.layout.id_bits() != 64 {
             return Err(Error::BadRequest(format!(
                 "namespace `{}` issues {}-bit ids",

@@ -17,7 +17,7 @@ use common::{
     clock,
 };
 use idmint_coord::{Coordinator, Error as CoordError, MemoryCoordinator};
-use idmint_server::{Error, NamespaceConfig, ServerConfig};
+use idmint_server::{Error, FieldSetting, NamespaceConfig, ServerConfig};
 
 /// One `default` namespace limited to the first `pool` generator IDs.
 fn pooled(pool: u64, wait_for_claim: bool) -> ServerConfig {
@@ -179,4 +179,36 @@ fn readiness_turns_off_when_the_window_is_used_up() {
     ids.extend(server.get("/v1/batch?count=100").ids());
     server.stop().expect("stop");
     report("readiness_turns_off_when_the_window_is_used_up", assert_unique(&ids));
+}
+
+/// A fixed generator ID is checked against the layout and the fixed fields when the
+/// configuration is validated, so a bad one is a configuration error (before any claim), not
+/// a claim that is made and then given back.
+#[test]
+fn a_bad_fixed_generator_id_is_refused_before_any_claim() {
+    let coordinator = MemoryCoordinator::new();
+    let fixed = |id: u64, worker: Option<u64>| {
+        let mut config = pooled(1, false);
+        config.namespaces[0].generator_pool = None;
+        config.namespaces[0].generator_id = Some(id);
+        if let Some(worker) = worker {
+            config.namespaces[0].fields.insert("worker".into(), FieldSetting::Number(worker));
+        }
+        config
+    };
+    let refused = |config: ServerConfig, needle: &str| match start(config, &coordinator) {
+        Err(Error::Config(message)) => {
+            assert!(message.contains(needle), "`{message}` does not mention `{needle}`");
+        }
+        Err(e) => panic!("expected a configuration error about {needle}, got {e}"),
+        Ok(_) => panic!("expected a configuration error about {needle}"),
+    };
+    refused(fixed(1024, None), "generator id");
+    // The ID sets `worker` already.
+    refused(fixed(3, Some(1)), "given twice");
+    // Negative control: a good fixed ID starts and holds that ID.
+    let server = start(fixed(3, None), &coordinator).expect("a good fixed id");
+    assert_eq!(generator_id(&server), Some(3));
+    let info = server.get("/v1/namespaces").ok().json();
+    assert_eq!(info["namespaces"][0]["order"], "increasing");
 }

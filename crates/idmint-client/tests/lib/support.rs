@@ -177,6 +177,7 @@ async fn fake_namespaces(State(script): State<Arc<Script>>) -> axum::Json<Namesp
             generators: 1024,
             auth: false,
             source: "generator".into(),
+            order: "increasing".into(),
         }],
     })
 }

@@ -1,8 +1,9 @@
 //! Source rules, checked as tests: every `.rs` file of the workspace's crates opens with a
-//! `//!` line, and the core's sources neither sleep, touch files or the network, use tokio, nor
-//! skip or invert tests.
+//! `//!` line, the core's sources neither sleep, touch files or the network, use tokio, nor
+//! skip or invert tests, and ARCHITECTURE.md's crate graph is the manifests' one.
 
 use std::{
+    collections::{BTreeMap, BTreeSet},
     fs,
     path::{Path, PathBuf},
 };
@@ -73,4 +74,98 @@ fn the_core_does_no_io_and_keeps_every_test() {
         }
     }
     assert!(offences.is_empty(), "banned in the core:\n{}", offences.join("\n"));
+}
+
+/// The crate graph of ARCHITECTURE.md's code map: `crate ──► dep, dep (note), ...` lines,
+/// continued on indented lines; parenthesized notes are not edges.
+fn documented_graph(text: &str) -> BTreeMap<String, BTreeSet<String>> {
+    // Each entry's text, continuation lines included, so that notes may span lines.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut open = false;
+    for line in text.lines() {
+        match line.split_once("──►") {
+            Some((owner, rest)) => {
+                entries.push((owner.trim().to_owned(), rest.to_owned()));
+                open = true;
+            }
+            None if open && line.starts_with(' ') => {
+                if let Some((_, rest)) = entries.last_mut() {
+                    rest.push(' ');
+                    rest.push_str(line);
+                }
+            }
+            None => open = false,
+        }
+    }
+    entries.into_iter().map(|(owner, rest)| (owner, crate_names(&without_notes(&rest)))).collect()
+}
+
+/// `text` without its parenthesized parts.
+fn without_notes(text: &str) -> String {
+    let mut depth = 0usize;
+    text.chars()
+        .filter(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => return depth == 0,
+            }
+            false
+        })
+        .collect()
+}
+
+/// The `idmint-*` names in `text`.
+fn crate_names(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|word| word.starts_with("idmint-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The workspace crates a manifest lists under `[dependencies]` (not dev or build).
+fn manifest_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut in_dependencies = false;
+    let mut out = BTreeSet::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if in_dependencies && line.starts_with("idmint-") {
+            let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            out.insert(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The graph of the workspace's manifests.
+fn manifest_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph = BTreeMap::new();
+    for entry in fs::read_dir(crates_dir()).expect("the crates directory") {
+        let dir = entry.expect("an entry").path();
+        let manifest = dir.join("Cargo.toml");
+        let Ok(text) = fs::read_to_string(&manifest) else { continue };
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        graph.insert(name, manifest_dependencies(&text));
+    }
+    graph
+}
+
+/// ARCHITECTURE.md's dependency list is the crate graph of the manifests, edge for edge, as
+/// rust-analyzer's tidy checks its own docs; a changed edge must change the document.
+#[test]
+fn the_crate_graph_matches_architecture_md() {
+    let architecture = fs::read_to_string(crates_dir().join("../ARCHITECTURE.md"))
+        .expect("ARCHITECTURE.md at the workspace root");
+    let documented = documented_graph(&architecture);
+    let actual = manifest_graph();
+    assert!(actual.len() >= 9, "the walk found the crates: {actual:?}");
+    assert_eq!(documented, actual, "ARCHITECTURE.md's code map and the Cargo.toml files differ");
+    // Negative control: the same document with one edge dropped no longer matches.
+    let dropped =
+        architecture.replacen("idmint-client, idmint-proto (the load", "idmint-proto (the load", 1);
+    assert_ne!(dropped, architecture, "the control edits the document");
+    assert_ne!(documented_graph(&dropped), actual);
 }

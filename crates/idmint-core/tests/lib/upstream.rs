@@ -1,12 +1,14 @@
 //! Upstream behaviour, from the upstream tests and `upstream-behaviour.md`: elfo's chunked
 //! TraceId generator and validator, LableOrg's generator (without its duplicates on a clock
-//! step back), go-flakeid's rate and ranges, and DecimalId's counter exhaustion.
+//! step back), go-flakeid's rate and ranges, DecimalId's counter exhaustion, and Sonyflake v2's
+//! settings.
 
 use std::collections::HashSet;
 
 use idmint_core::{
-    ChunkRegistry, ChunkedTraceIdGenerator, DecimalId, DecimalIdGenerator, Error, Flake,
-    FlakeParts, GeneratorConfig, Lable, LableMode, Layout, Next, TraceId, TraceIdValidator,
+    AnyId, ChunkRegistry, ChunkedTraceIdGenerator, DecimalId, DecimalIdGenerator, Error, Flake,
+    FlakeParts, GeneratorConfig, Lable, LableMode, Layout, Next, SonyflakeV2, TraceId,
+    TraceIdValidator,
 };
 
 use crate::common::num;
@@ -231,4 +233,47 @@ fn decimal_id_exhaustion() {
     assert!(matches!(generator.next_batch(0), Err(Error::EmptyBatch)));
     assert!(DecimalIdGenerator::new(0, 0).and_then(|g| g.with_max_counter(0)).is_err());
     assert!(DecimalIdGenerator::new(0, 0).and_then(|g| g.with_max_counter(922_337_203)).is_err());
+}
+
+/// Sonyflake v2 (sony/sonyflake `v2/sonyflake.go`): an ID is
+/// `elapsed << (bits_sequence + bits_machine_id) | sequence << bits_machine_id | machine`, with
+/// `elapsed = floor(now / unit) − floor(start / unit)`; zero settings take the defaults (8, 16,
+/// 10 ms, 2025-01-01); a sequence or machine ID wider than 30 bits, or a time field narrower
+/// than 32 bits, is refused.
+#[test]
+fn sonyflake_v2_settings_and_ids() {
+    let start = 1_735_689_600_000; // 2025-01-01T00:00:00Z
+    let check = |settings: SonyflakeV2, machine: u64, now: u64, want: u64| {
+        let layout = Layout::custom(settings.bit_layout().expect("valid settings"));
+        let generator =
+            layout.generator_for(machine, &[], &GeneratorConfig::default()).expect("a generator");
+        let first = generator.next(now).expect("no error").ready();
+        assert_eq!(first, Some(AnyId::U64(want)), "{settings:?} at {now}");
+        assert_eq!(
+            layout.time_ms(AnyId::U64(want), now).ok().flatten().map(|t| t <= now),
+            Some(true)
+        );
+    };
+    let default = SonyflakeV2::default();
+    assert_eq!(
+        Layout::custom(default.bit_layout().unwrap()),
+        Layout::builtin("sonyflake-v2").unwrap()
+    );
+    // 12,345 ms after the start: elapsed 1,234 units of 10 ms.
+    check(default, 0x1234, start + 12_345, 1_234 << 24 | 0x1234);
+    let narrow =
+        SonyflakeV2 { bits_sequence: 10, bits_machine_id: 12, time_unit_ms: 1, start_ms: None };
+    check(narrow, 7, start + 999, 999 << 22 | 7);
+    // A start inside a unit: elapsed counts whole units of the clock, not of the distance.
+    let offset = SonyflakeV2 { time_unit_ms: 1_000, start_ms: Some(start + 900), ..default };
+    check(offset, 1, start + 1_100, 1 << 24 | 1);
+    let refused = |settings: SonyflakeV2, needle: &str| {
+        let err = settings.bit_layout().expect_err(needle);
+        assert!(err.to_string().contains(needle), "{err}");
+    };
+    refused(SonyflakeV2 { bits_sequence: 31, ..default }, "bits_sequence");
+    refused(SonyflakeV2 { bits_machine_id: 31, ..default }, "bits_machine_id");
+    refused(SonyflakeV2 { bits_sequence: 16, bits_machine_id: 16, ..default }, "at least 32");
+    // 15 + 16 = 31 leaves exactly 32 bits of time: allowed.
+    assert!(SonyflakeV2 { bits_sequence: 15, ..default }.bit_layout().is_ok());
 }

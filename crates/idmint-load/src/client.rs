@@ -10,7 +10,7 @@ use idmint_client::{AnyId, Client};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::load::{Error, IdRuns, Outcome, Window};
+use crate::{Error, IdRuns, Outcome, Window};
 
 /// Calls between two looks at the clock.
 const CHUNK: u64 = 4096;

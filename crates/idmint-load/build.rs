@@ -1,18 +1,15 @@
 //! Compiles `proto/ferroid/ferroid.proto` (ferroid-tonic-server's contract, copied from the
-//! crate ferroid-tonic-core) into a Rust client for the `load` feature, with protox and
-//! tonic-prost-build, the way idmint-proto compiles its own .proto: no build needs protoc.
-//! (ferroid-tonic-core itself runs protoc in its build script, so it is not a dependency.)
-//! Without the feature it does nothing.
+//! crate ferroid-tonic-core) into a Rust client, with protox and tonic-prost-build, the way
+//! idmint-proto compiles its own .proto: no build needs protoc. (ferroid-tonic-core itself
+//! runs protoc in its build script, so it is not a dependency.)
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    #[cfg(feature = "load")]
     ferroid();
 }
 
 /// Parses the .proto file and writes `ferroid.rs` (messages and client, no server) to
 /// `OUT_DIR`.
-#[cfg(feature = "load")]
 fn ferroid() {
     println!("cargo:rerun-if-changed=proto");
     let fds = match protox::compile(["ferroid/ferroid.proto"], ["proto"]) {

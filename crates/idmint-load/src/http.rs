@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::{net::TcpStream, time::Instant};
 
-use crate::load::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
+use crate::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
 
 /// What the body of every answer must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

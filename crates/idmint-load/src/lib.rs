@@ -1,4 +1,4 @@
-//! The load client behind `idmint bench` (feature `load`): it drives a running server for a
+//! `idmint-load`: the load client behind `idmint bench`: it drives a running server for a
 //! fixed time and reports rates and latencies, and it checks everything it receives. A
 //! response that is not a success, a body that does not parse, an ID seen twice or out of the
 //! promised order is counted, and [`Outcome::ok`] is then false: a run never passes on
@@ -20,7 +20,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! use idmint_bench::load::{self, BodyCheck, HttpOptions};
+//! use idmint_load::{self as load, BodyCheck, HttpOptions};
 //!
 //! # async fn run() -> Result<(), load::Error> {
 //! let options = HttpOptions {
@@ -48,7 +48,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-pub use crate::load::{
+pub use crate::{
     check::{Distinct, IdRuns, Latencies, LatencySummary},
     client::{ClientOptions, ClientReport, client_next},
     ferroid::{FerroidOptions, ferroid_stream},

@@ -1,4 +1,4 @@
-//! What the waiting generators drive: [`Source`], anything that takes the time as input and
+//! What the waiting generators drive: [`ClockDriven`], anything that takes the time as input and
 //! answers with an ID, a batch, or a time to wait until. No clock and no waiting here.
 
 use std::sync::Arc;
@@ -23,9 +23,9 @@ use idmint_core::{
 ///
 /// ```
 /// use idmint_core::{GeneratorConfig, Next, Snowflake};
-/// use idmint_runtime::Source;
+/// use idmint_runtime::ClockDriven;
 ///
-/// fn first<S: Source>(source: &S, now_ms: u64) -> Option<S::Id> {
+/// fn first<S: ClockDriven>(source: &S, now_ms: u64) -> Option<S::Id> {
 ///     source.next_at(now_ms).ok()?.ready()
 /// }
 ///
@@ -34,7 +34,7 @@ use idmint_core::{
 /// assert_eq!(id.into_parts().timestamp, 7);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
-pub trait Source: Sync {
+pub trait ClockDriven: Sync {
     /// The ID type issued.
     type Id;
     /// A run of IDs reserved in one step, in increasing order.
@@ -50,7 +50,7 @@ pub trait Source: Sync {
     ///
     /// ```
     /// use idmint_core::{GeneratorConfig, Lable, LableMode, Next};
-    /// use idmint_runtime::Source;
+    /// use idmint_runtime::ClockDriven;
     ///
     /// let generator = Lable::generator(1, 5, LableMode::Spread, &GeneratorConfig::default())?;
     /// let now_ms = 1_700_000_000_000;
@@ -71,7 +71,7 @@ pub trait Source: Sync {
     ///
     /// ```
     /// use idmint_core::{GeneratorConfig, Snowflake};
-    /// use idmint_runtime::Source;
+    /// use idmint_runtime::ClockDriven;
     ///
     /// let generator = Snowflake::generator(0, 1, &GeneratorConfig::default())?;
     /// let batch = generator.batch_at(Snowflake::EPOCH_MS + 1, 10_000)?.ready().unwrap();
@@ -81,12 +81,12 @@ pub trait Source: Sync {
     fn batch_at(&self, now_ms: u64, n: u64) -> Result<Next<Self::Batch>, idmint_core::Error>;
 }
 
-/// Implements [`Source`] for each `impl[generics] Type => (Id, Batch) via next, batch;` by
+/// Implements [`ClockDriven`] for each `impl[generics] Type => (Id, Batch) via next, batch;` by
 /// calling `next(self, now_ms)` and `batch(self, now_ms, n)`: the generators' own methods, or
 /// those of the source behind a reference.
 macro_rules! sources {
     ($(impl[$($generics:tt)*] $ty:ty => ($id:ty, $batch:ty) via $next:path, $batch_at:path;)*) => {$(
-        impl<$($generics)*> Source for $ty {
+        impl<$($generics)*> ClockDriven for $ty {
             type Id = $id;
             type Batch = $batch;
 
@@ -108,8 +108,8 @@ sources! {
     impl[] HotGuidGenerator => (HotGuid, HotGuidBatch)
         via HotGuidGenerator::next, HotGuidGenerator::next_batch;
     impl[] AnyGenerator => (AnyId, AnyBatch) via AnyGenerator::next, AnyGenerator::next_batch;
-    impl[S: Source + ?Sized] &S => (S::Id, S::Batch) via S::next_at, S::batch_at;
-    impl[S: Source + Send + ?Sized] Arc<S> => (S::Id, S::Batch) via S::next_at, S::batch_at;
+    impl[S: ClockDriven + ?Sized] &S => (S::Id, S::Batch) via S::next_at, S::batch_at;
+    impl[S: ClockDriven + Send + ?Sized] Arc<S> => (S::Id, S::Batch) via S::next_at, S::batch_at;
 }
 
 #[cfg(test)]
@@ -120,7 +120,7 @@ mod tests {
 
     /// A fresh source at `now_ms`: the first call is ready, a batch of `n` holds `batch_len`
     /// IDs, and then the source waits until `until_ms`.
-    fn check<S: Source>(source: S, now_ms: u64, n: u64, batch_len: usize, until_ms: u64)
+    fn check<S: ClockDriven>(source: S, now_ms: u64, n: u64, batch_len: usize, until_ms: u64)
     where
         S::Id: PartialEq + std::fmt::Debug,
     {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::load::{
+use crate::{
     Error, IdRuns, Window,
     grpc::{Calls, StreamReport, StreamResult, run_streams},
 };

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::load::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
+use crate::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
 
 /// The HTTP/2 receive window of each stream. tonic's default (64 KiB, HTTP/2's initial
 /// window) holds two messages of 4,096 IDs and would make throughput a function of round
@@ -36,7 +36,7 @@ pub struct StreamOptions {
     pub duration: Duration,
 }
 
-/// The result of [`grpc_stream`] or [`ferroid_stream`](crate::load::ferroid_stream).
+/// The result of [`grpc_stream`] or [`ferroid_stream`](crate::ferroid_stream).
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamReport {
     /// The server's URL.

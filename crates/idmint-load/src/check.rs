@@ -31,7 +31,7 @@ impl Latencies {
     /// ```
     /// use std::time::Duration;
     ///
-    /// use idmint_bench::load::Latencies;
+    /// use idmint_load::Latencies;
     ///
     /// let mut latencies = Latencies::default();
     /// for us in 1..=100 {
@@ -91,7 +91,7 @@ pub struct LatencySummary {
 /// # Example
 ///
 /// ```
-/// use idmint_bench::load::IdRuns;
+/// use idmint_load::IdRuns;
 ///
 /// let mut a = IdRuns::increasing();
 /// a.push_all(&[10, 11, 12, 20]);

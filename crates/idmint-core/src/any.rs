@@ -1,0 +1,316 @@
+//! Values of any layout: [`AnyId`] (64 or 128 bits), and [`AnyGenerator`] with its
+//! [`AnyBatch`]. The 64-bit [`Generator`] that most layouts build is held directly (its `next`
+//! is the hot path); generators of other shapes (DecimalId's counter, HotGuid) plug in through
+//! the private `OtherGenerator` trait, so this file names no layout.
+
+use std::fmt;
+
+use crate::{
+    error::Error,
+    format::Format,
+    generator::{Batch, Generator},
+    next::Next,
+};
+
+/// An ID of any layout: 64 or 128 bits.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::AnyId;
+///
+/// assert_eq!(AnyId::U64(42).to_string(), "42");
+/// assert_eq!(AnyId::U128(1).bits(), 128);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AnyId {
+    /// A 64-bit ID.
+    U64(u64),
+    /// A 128-bit ID (HotGuid).
+    U128(u128),
+}
+
+impl AnyId {
+    /// The ID's width in bits.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(idmint_core::AnyId::U64(1).bits(), 64);
+    /// ```
+    pub const fn bits(self) -> u32 {
+        match self {
+            AnyId::U64(_) => 64,
+            AnyId::U128(_) => 128,
+        }
+    }
+
+    /// Writes the ID in `format`, appending to `out`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnsupportedFormat`] when the format cannot hold the ID's width.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{AnyId, Format};
+    ///
+    /// let mut out = String::new();
+    /// AnyId::U64(255).write(Format::Hex, &mut out)?;
+    /// assert_eq!(out, "00000000000000ff");
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn write(self, format: Format, out: &mut String) -> Result<(), Error> {
+        match self {
+            AnyId::U64(v) => format.write_u64(v, out),
+            AnyId::U128(v) => {
+                out.push_str(&format.encode_u128(v)?);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for AnyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnyId::U64(v) => write!(f, "{v}"),
+            AnyId::U128(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+impl AnyId {
+    /// The ID, if it is `bits` wide; else [`Error::InvalidId`] for `layout`.
+    pub(crate) fn of_width(self, bits: u32, layout: &str) -> Result<Self, Error> {
+        if self.bits() == bits {
+            return Ok(self);
+        }
+        Err(Error::InvalidId {
+            layout: layout.to_owned(),
+            reason: if self.bits() == 64 {
+                "a 64-bit value is not a 128-bit id"
+            } else {
+                "a 128-bit value is not a 64-bit id"
+            },
+        })
+    }
+
+    /// Parses an ID `bits` wide written in `format`.
+    pub(crate) fn parse(text: &str, format: Format, bits: u32) -> Result<Self, Error> {
+        Ok(match bits {
+            128 => AnyId::U128(format.parse_u128(text)?),
+            _ => AnyId::U64(format.parse_u64(text)?),
+        })
+    }
+
+    /// The 64-bit value, or [`Error::InvalidId`] for a 128-bit one.
+    pub(crate) fn u64_for(self, layout: &str) -> Result<u64, Error> {
+        match self {
+            AnyId::U64(raw) => Ok(raw),
+            AnyId::U128(_) => Err(Error::InvalidId {
+                layout: layout.to_owned(),
+                reason: "a 128-bit value is not a 64-bit id",
+            }),
+        }
+    }
+}
+
+/// A generator whose IDs are not packed by [`Generator<u64>`].
+pub(crate) trait OtherGenerator: fmt::Debug + Send + Sync {
+    /// As [`AnyGenerator::next`].
+    fn next(&self, now_ms: u64) -> Result<Next<AnyId>, Error>;
+    /// As [`AnyGenerator::next_batch`].
+    fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error>;
+    /// As [`AnyGenerator::last_ms`].
+    fn last_ms(&self) -> Option<u64>;
+    /// As [`AnyGenerator::set_ceiling_ms`].
+    fn set_ceiling_ms(&self, mark_ms: u64) -> Result<(), Error>;
+}
+
+/// The IDs of a batch from an [`OtherGenerator`].
+pub(crate) trait OtherBatch:
+    ExactSizeIterator<Item = AnyId> + fmt::Debug + Send + Sync
+{
+}
+
+impl<T: ExactSizeIterator<Item = AnyId> + fmt::Debug + Send + Sync> OtherBatch for T {}
+
+#[derive(Debug)]
+enum AnyInner {
+    U64(Generator<u64>),
+    Other(Box<dyn OtherGenerator>),
+}
+
+/// A generator of any layout, made by [`Layout::generator`]. Lock-free and `Sync`.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{GeneratorConfig, Layout};
+///
+/// let generator = Layout::builtin("hot-guid")?.generator(&[], &GeneratorConfig::default())?;
+/// let batch = generator.next_batch(1_700_000_000_000, 3)?.ready().unwrap();
+/// assert_eq!(batch.len(), 3);
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct AnyGenerator {
+    inner: AnyInner,
+}
+
+impl AnyGenerator {
+    /// Wraps a 64-bit generator.
+    pub(crate) fn from_u64(generator: Generator<u64>) -> Self {
+        AnyGenerator { inner: AnyInner::U64(generator) }
+    }
+
+    /// Wraps a generator of another shape.
+    pub(crate) fn other(generator: impl OtherGenerator + 'static) -> Self {
+        AnyGenerator { inner: AnyInner::Other(Box::new(generator)) }
+    }
+
+    /// The next ID at `now_ms`; see [`Generator::next`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Generator::next`], and [`Error::CounterExhausted`] for `decimal-id`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Layout};
+    ///
+    /// let generator = Layout::builtin("decimal-id")?.generator(&[], &GeneratorConfig::default())?;
+    /// assert_eq!(generator.next(0)?.ready().unwrap().to_string(), "10000000000");
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn next(&self, now_ms: u64) -> Result<Next<AnyId>, Error> {
+        match &self.inner {
+            AnyInner::U64(g) => Ok(g.next(now_ms)?.map(AnyId::U64)),
+            AnyInner::Other(g) => g.next(now_ms),
+        }
+    }
+
+    /// Up to `n` consecutive IDs at `now_ms`; see [`Generator::next_batch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next), plus [`Error::EmptyBatch`] for `n == 0`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Layout, Snowflake};
+    ///
+    /// let generator = Layout::builtin("snowflake")?.generator(&[], &GeneratorConfig::default())?;
+    /// let ids: Vec<_> = generator.next_batch(Snowflake::EPOCH_MS + 1, 5)?.ready().unwrap().collect();
+    /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
+        Ok(match &self.inner {
+            AnyInner::U64(g) => {
+                g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::U64(b) })
+            }
+            AnyInner::Other(g) => g.next_batch(now_ms, n)?,
+        })
+    }
+
+    /// The start of the last issued tick in Unix ms (see [`Generator::last_ms`]); `None` for
+    /// `decimal-id`, which has no clock.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Layout};
+    ///
+    /// let generator = Layout::builtin("trace-id")?.generator(&[], &GeneratorConfig::default())?;
+    /// generator.next(5_500)?;
+    /// assert_eq!(generator.last_ms(), Some(5_000));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn last_ms(&self) -> Option<u64> {
+        match &self.inner {
+            AnyInner::U64(g) => Some(g.last_ms()),
+            AnyInner::Other(g) => g.last_ms(),
+        }
+    }
+
+    /// Allows IDs only in ticks that start at or before `mark_ms`; see
+    /// [`Generator::set_ceiling_ms`]. Has no effect on `decimal-id`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BeforeEpoch`] when `mark_ms` is before the layout's epoch.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Layout, Snowflake};
+    ///
+    /// let generator = Layout::builtin("snowflake")?.generator(&[], &GeneratorConfig::default())?;
+    /// generator.set_ceiling_ms(Snowflake::EPOCH_MS + 10)?;
+    /// assert!(generator.next(Snowflake::EPOCH_MS + 11).is_err());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn set_ceiling_ms(&self, mark_ms: u64) -> Result<(), Error> {
+        match &self.inner {
+            AnyInner::U64(g) => g.set_ceiling_ms(mark_ms),
+            AnyInner::Other(g) => g.set_ceiling_ms(mark_ms),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum BatchInner {
+    U64(Batch<u64>),
+    Other(Box<dyn OtherBatch>),
+}
+
+/// A batch from [`AnyGenerator::next_batch`]: IDs in increasing order.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{GeneratorConfig, Layout};
+///
+/// let generator = Layout::builtin("js53")?.generator(&[], &GeneratorConfig::default())?;
+/// let batch = generator.next_batch(idmint_core::Js53::EPOCH_MS, 4)?.ready().unwrap();
+/// assert_eq!(batch.count(), 4);
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct AnyBatch {
+    inner: BatchInner,
+}
+
+impl Iterator for AnyBatch {
+    type Item = AnyId;
+
+    #[inline]
+    fn next(&mut self) -> Option<AnyId> {
+        match &mut self.inner {
+            BatchInner::U64(b) => b.next().map(AnyId::U64),
+            BatchInner::Other(b) => b.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.inner {
+            BatchInner::U64(b) => b.size_hint(),
+            BatchInner::Other(b) => b.size_hint(),
+        }
+    }
+}
+
+impl AnyBatch {
+    /// Wraps the IDs of a batch from an [`OtherGenerator`].
+    pub(crate) fn other(ids: impl OtherBatch + 'static) -> Self {
+        AnyBatch { inner: BatchInner::Other(Box::new(ids)) }
+    }
+}
+
+impl ExactSizeIterator for AnyBatch {}
+impl std::iter::FusedIterator for AnyBatch {}

@@ -1,0 +1,189 @@
+//! What a namespace issues from: one [`Issuer`] per source, each in its own file under
+//! `issuer/` (`generator.rs`; the store sources `segment.rs`, `counters.rs` and `redis.rs`,
+//! which share the health and probing of `store.rs`). The namespace picks the issuer of its
+//! source and routes every call to it.
+
+pub(crate) mod counters;
+pub(crate) mod generator;
+pub(crate) mod redis;
+pub(crate) mod segment;
+pub(crate) mod store;
+
+use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use idmint_coord::Coordinator;
+use idmint_core::{AnyBatch, AnyId, Layout};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Backends, Error, NamespaceConfig, ServerConfig, Source, clock::Clocks,
+    metrics::NamespaceMetrics,
+};
+
+/// A boxed future, so that [`Issuer`] can be a trait object.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What every issuer of a namespace knows about it.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) name: String,
+    pub(crate) layout: Layout,
+    pub(crate) source: Source,
+    pub(crate) config: NamespaceConfig,
+    pub(crate) metrics: NamespaceMetrics,
+}
+
+/// Where a namespace's IDs come from: a generator on a claimed generator ID, or a store.
+pub(crate) trait Issuer: fmt::Debug + Send + Sync {
+    /// Makes the issuer ready: claims a generator ID and stores the first window, or starts
+    /// the store.
+    fn activate<'a>(
+        &'a self,
+        backends: &'a Backends,
+        clocks: &'a Clocks,
+        server: &'a ServerConfig,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// The background task until `shutdown`: extends the window and claims again, or starts
+    /// and probes the store.
+    fn maintain(
+        self: Arc<Self>,
+        backends: Backends,
+        clocks: Arc<Clocks>,
+        server: Arc<ServerConfig>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, ()>;
+
+    /// Whether it can issue now.
+    fn is_ready(&self, clocks: &Clocks) -> bool;
+
+    /// The generator ID in use, if any.
+    fn generator_id(&self) -> Option<u64>;
+
+    /// How far logical time runs ahead of the wall clock, in ms.
+    fn ahead_of_wall_ms(&self) -> u64 {
+        0
+    }
+
+    /// Appends `count` IDs to `ids` in increasing order, waiting at most `max_wait_ms`. On an
+    /// error the caller drops what it got (a store issuer leaves `ids` as it was).
+    fn issue_into<'a>(
+        &'a self,
+        clocks: &'a Clocks,
+        count: u64,
+        max_wait_ms: u64,
+        ids: &'a mut dyn IdSink,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Stops issuing; persists and releases what needs it.
+    fn deactivate<'a>(
+        &'a self,
+        coordinator: &'a dyn Coordinator,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// The first wait between attempts to claim a generator ID (or start a store) again; the
+/// longest is `ServerConfig::claim_retry_ms`.
+pub(crate) const RECLAIM_BACKOFF_MIN: Duration = Duration::from_millis(50);
+
+/// The waits of a background task that retries while it fails: from
+/// [`RECLAIM_BACKOFF_MIN`], doubling up to `ServerConfig::claim_retry_ms`, with one warning per
+/// streak of failures and the rest at debug level (a spare waiting for a generator ID would
+/// otherwise log every attempt).
+pub(crate) struct Backoff {
+    first: Duration,
+    longest: Duration,
+    next: Duration,
+    /// Whether the current streak of failures was logged as a warning already.
+    warned: bool,
+}
+
+impl Backoff {
+    pub(crate) fn new(server: &ServerConfig) -> Self {
+        let longest = Duration::from_millis(server.claim_retry_ms);
+        let first = RECLAIM_BACKOFF_MIN.min(longest);
+        Backoff { first, longest, next: first, warned: false }
+    }
+
+    /// The wait before the next attempt.
+    pub(crate) fn wait(&self) -> Duration {
+        self.next
+    }
+
+    /// An attempt worked: the next streak of failures starts over.
+    pub(crate) fn succeeded(&mut self) {
+        self.next = self.first;
+        self.warned = false;
+    }
+
+    /// Logs a failed attempt (`what` failed) and returns the wait before the next one; the
+    /// wait after that is twice as long, up to the limit.
+    pub(crate) fn failed(&mut self, namespace: &str, error: &Error, what: &str) -> Duration {
+        if !std::mem::replace(&mut self.warned, true) {
+            tracing::warn!(namespace, error = %error, "{what}; retrying");
+        } else {
+            tracing::debug!(namespace, error = %error, "{what}; retrying");
+        }
+        let wait = self.next;
+        self.next = (self.next * 2).min(self.longest);
+        wait
+    }
+}
+
+/// Where issued IDs go: `AnyId`s, or the bare `u64`s of a 64-bit layout.
+pub(crate) trait IdSink: Send {
+    fn len(&self) -> usize;
+    fn reserve(&mut self, additional: usize);
+    fn take(&mut self, batch: AnyBatch);
+    /// IDs of a 64-bit store source.
+    fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>);
+    fn truncate(&mut self, len: usize);
+}
+
+impl IdSink for Vec<AnyId> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+
+    fn take(&mut self, batch: AnyBatch) {
+        self.extend(batch);
+    }
+
+    fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>) {
+        self.extend(ids.map(AnyId::U64));
+    }
+
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len);
+    }
+}
+
+impl IdSink for Vec<u64> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+
+    fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>) {
+        self.extend(ids);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len);
+    }
+
+    fn take(&mut self, batch: AnyBatch) {
+        // Only 64-bit layouts issue into `u64`s (`Server::issue_u64` checks the width).
+        self.extend(batch.map(|id| match id {
+            AnyId::U64(v) => v,
+            AnyId::U128(v) => v as u64,
+        }));
+    }
+}

@@ -1,0 +1,395 @@
+//! The issuer of source `generator`: a claim on a generator ID, a generator above the claim's
+//! stored mark, the logical clock (`Anchor`) and the durable window, and the issuing of IDs
+//! under that window.
+//!
+//! The rule that makes restarts safe: before any ID with time `t` leaves the server, a mark
+//! `≥ t` is durably stored (the generator's ceiling is only ever raised to a stored mark), and a
+//! new holder of the generator ID starts strictly above the mark it reads.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use arc_swap::ArcSwapOption;
+use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator, GeneratorIds};
+use idmint_core::{Anchor, AnyGenerator, GeneratorConfig, Next};
+use tokio::{sync::Notify, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Backends, Error, ServerConfig,
+    clock::Clocks,
+    issuer::{Backoff, BoxFuture, IdSink, Issuer, Shared},
+    metrics::NamespaceMetrics,
+};
+
+/// Whether a claim may still be extended: held, and not past its local deadline.
+fn claim_usable(state: ClaimState) -> bool {
+    match state {
+        ClaimState::Held { until: None } => true,
+        ClaimState::Held { until: Some(deadline) } => std::time::Instant::now() < deadline,
+        ClaimState::Lost => false,
+    }
+}
+
+/// The generator of a held claim, with its clock and its stored mark.
+#[derive(Debug)]
+pub(crate) struct Active {
+    generator: AnyGenerator,
+    anchor: Anchor,
+    generator_id: u64,
+    /// The stored high-water mark; the generator's ceiling never exceeds it.
+    mark_ms: AtomicU64,
+    /// The last wall-clock reading, to see backward steps.
+    last_wall_ms: AtomicU64,
+    /// The claim on the generator ID.
+    claim: Claim,
+}
+
+impl Active {
+    /// Whether IDs may still be issued under the stored mark: false once logical time has
+    /// passed it (its extension failed or is late, e.g. the coordinator is down). Always true
+    /// for layouts without time (`decimal-id`), whose mark is a launch ID.
+    fn window_open(&self, clocks: &Clocks) -> bool {
+        self.generator.last_ms().is_none()
+            || self.anchor.now_ms(clocks.wall_ms(), clocks.mono_ms())
+                <= self.mark_ms.load(Ordering::Acquire)
+    }
+
+    /// Logical time now: never backwards, following the monotonic clock. Counts backward
+    /// steps of the wall clock on the way.
+    fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics) -> u64 {
+        let wall = clocks.wall_ms();
+        let previous = self.last_wall_ms.swap(wall, Ordering::Relaxed);
+        if wall < previous {
+            metrics.clock_backward(previous - wall);
+        }
+        self.anchor.now_ms(wall, clocks.mono_ms())
+    }
+}
+
+/// The issuer of source `generator`.
+#[derive(Debug)]
+pub(crate) struct GeneratorIssuer {
+    ns: Arc<Shared>,
+    active: ArcSwapOption<Active>,
+    /// Wakes the window task to extend the mark now.
+    extend: Notify,
+    /// Wakes requests that wait for an extension.
+    extended: Notify,
+}
+
+impl GeneratorIssuer {
+    pub(crate) fn new(ns: Arc<Shared>) -> Self {
+        GeneratorIssuer {
+            ns,
+            active: ArcSwapOption::empty(),
+            extend: Notify::new(),
+            extended: Notify::new(),
+        }
+    }
+
+    /// Claims a generator ID, starts a generator above the stored mark, stores the first
+    /// window, and only then makes the namespace ready.
+    async fn activate_generator(
+        &self,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<(), Error> {
+        let ids = match (self.ns.config.generator_id, self.ns.config.generator_pool) {
+            (Some(id), _) => GeneratorIds::Fixed(id),
+            (None, Some(pool)) => {
+                GeneratorIds::Pool { count: pool.min(self.ns.layout.generator_count()) }
+            }
+            (None, None) => GeneratorIds::Pool { count: self.ns.layout.generator_count() },
+        };
+        let request = ClaimRequest::new(&self.ns.name, ids, &self.ns.layout.fingerprint())
+            .with_holder(clocks.holder_description());
+        let claim = coordinator.claim(&request).await?;
+        NamespaceMetrics::add(&self.ns.metrics.claims, 1);
+        match self.start_generator(claim, coordinator, clocks, server).await {
+            Ok(active) => {
+                self.active.store(Some(Arc::new(active)));
+                Ok(())
+            }
+            Err((claim, e)) => {
+                // Give the generator ID back; the error is what the caller needs to see.
+                let _ = coordinator.release(&claim).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_generator(
+        &self,
+        claim: Claim,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<Active, (Claim, Error)> {
+        match self.prepare(&claim, coordinator, clocks, server).await {
+            Ok((generator, anchor, mark)) => Ok(self.active_state(generator, anchor, claim, mark)),
+            Err(e) => Err((claim, e)),
+        }
+    }
+
+    /// Builds the generator and stores the first mark (or launch ID) for a fresh claim.
+    async fn prepare(
+        &self,
+        claim: &Claim,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<(AnyGenerator, Anchor, u64), Error> {
+        let wall = clocks.wall_ms();
+        let floor = claim.mark_ms().map_or(0, |mark| mark + 1);
+        let ahead = floor.saturating_sub(wall);
+        if ahead > server.max_ahead_ms && !server.allow_ahead {
+            return Err(Error::MarkTooFarAhead {
+                namespace: self.ns.name.clone(),
+                ahead_ms: ahead,
+                limit_ms: server.max_ahead_ms,
+            });
+        }
+        let anchor = Anchor::new(floor, wall, clocks.mono_ms());
+        let config = GeneratorConfig {
+            start_above_ms: claim.mark_ms(),
+            borrow_ms: self.ns.config.borrow_ms,
+            ..GeneratorConfig::default()
+        };
+        let generator = self.ns.layout.generator_for(
+            claim.generator_id(),
+            &self.ns.config.field_values(),
+            &config,
+        )?;
+        let now = anchor.now_ms(wall, clocks.mono_ms());
+        let mark = now + server.window_ms;
+        coordinator.store_mark(claim, mark).await?;
+        generator.set_ceiling_ms(mark)?;
+        if ahead > server.window_ms {
+            tracing::warn!(namespace = %self.ns.name, ahead_ms = ahead, "starting above a high-water mark that is ahead of the clock");
+        } else if ahead > 0 {
+            // A takeover soon after the last holder stopped: its window is still ahead.
+            tracing::info!(namespace = %self.ns.name, ahead_ms = ahead, "starting above a high-water mark that is ahead of the clock");
+        }
+        Ok((generator, anchor, mark))
+    }
+
+    fn active_state(
+        &self,
+        generator: AnyGenerator,
+        anchor: Anchor,
+        claim: Claim,
+        mark: u64,
+    ) -> Active {
+        self.ns.metrics.mark_ms.store(mark, Ordering::Relaxed);
+        tracing::info!(namespace = %self.ns.name, generator_id = claim.generator_id(), mark_ms = mark, "namespace ready");
+        Active {
+            generator,
+            anchor,
+            generator_id: claim.generator_id(),
+            mark_ms: AtomicU64::new(mark),
+            last_wall_ms: AtomicU64::new(0),
+            claim,
+        }
+    }
+
+    /// Keeps the stored mark at least half a window ahead while the claim is held, until
+    /// `shutdown`. When the claim is lost or lapses (a lease not renewed in time), it stops
+    /// extending and lets the namespace serve only inside the window already stored; once that
+    /// is used up, the namespace reports not ready and claims a generator ID again (possibly
+    /// another one), with a fresh generator above that ID's mark.
+    async fn maintain_window(
+        self: Arc<Self>,
+        coordinator: Arc<dyn Coordinator>,
+        clocks: Arc<Clocks>,
+        server: Arc<ServerConfig>,
+        shutdown: CancellationToken,
+    ) {
+        let window_ms = server.window_ms;
+        let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
+        let mut backoff = Backoff::new(&server);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(tick) => {}
+                () = self.extend.notified() => {}
+            }
+            let Some(active) = self.active.load_full() else {
+                // Not ready: claim again, backing off while claims fail.
+                match self.activate_generator(coordinator.as_ref(), &clocks, &server).await {
+                    Ok(()) => backoff.succeeded(),
+                    Err(e) => {
+                        let wait =
+                            backoff.failed(&self.ns.name, &e, "could not claim a generator id");
+                        tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            () = tokio::time::sleep(wait) => {}
+                        }
+                    }
+                }
+                continue;
+            };
+            if claim_usable(active.claim.state()) {
+                self.extend_if_needed(&active, coordinator.as_ref(), &clocks, window_ms).await;
+            } else if active.now(&clocks, &self.ns.metrics) > active.mark_ms.load(Ordering::Acquire)
+            {
+                // The claim is gone and its stored window is used up: nothing more can be
+                // issued safely with this generator ID. Drop all of its state.
+                tracing::warn!(namespace = %self.ns.name, generator_id = active.generator_id, "claim lost and window used up; claiming again");
+                self.active.store(None);
+                NamespaceMetrics::add(&self.ns.metrics.claims_lost, 1);
+                let _ = coordinator.release(&active.claim).await;
+            }
+        }
+    }
+
+    async fn extend_if_needed(
+        &self,
+        active: &Active,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        window_ms: u64,
+    ) {
+        let Some(last) = active.generator.last_ms() else { return };
+        let base = active.now(clocks, &self.ns.metrics).max(last);
+        let mark = active.mark_ms.load(Ordering::Acquire);
+        if mark >= base + window_ms / 2 {
+            return;
+        }
+        let new_mark = base + window_ms;
+        let result = coordinator.store_mark(&active.claim, new_mark).await;
+        match result
+            .map_err(Error::from)
+            .and_then(|()| Ok(active.generator.set_ceiling_ms(new_mark)?))
+        {
+            Ok(()) => {
+                active.mark_ms.store(new_mark, Ordering::Release);
+                self.ns.metrics.mark_ms.store(new_mark, Ordering::Relaxed);
+                NamespaceMetrics::add(&self.ns.metrics.mark_extensions, 1);
+                self.extended.notify_waiters();
+            }
+            Err(e) => {
+                NamespaceMetrics::add(&self.ns.metrics.mark_failures, 1);
+                tracing::warn!(namespace = %self.ns.name, error = %e, "could not extend the high-water mark");
+            }
+        }
+    }
+
+    /// Reserves IDs until `count` more are in `ids`, with the waiting rules of a request.
+    async fn issue(
+        &self,
+        clocks: &Clocks,
+        count: u64,
+        max_wait_ms: u64,
+        ids: &mut dyn IdSink,
+    ) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
+        ids.reserve(usize::try_from(count).unwrap_or(0).min(1 << 20));
+        let start = ids.len();
+        let issued = |ids: &dyn IdSink| (ids.len() - start) as u64;
+        while issued(ids) < count {
+            let active =
+                self.active.load_full().ok_or_else(|| Error::NotReady(self.ns.name.clone()))?;
+            let now = active.now(clocks, &self.ns.metrics);
+            match active.generator.next_batch(now, count - issued(ids)) {
+                Ok(Next::Ready(batch)) => ids.take(batch),
+                Ok(Next::Wait { until_ms }) => {
+                    NamespaceMetrics::add(&self.ns.metrics.sequence_exhaustions, 1);
+                    let wait = until_ms.saturating_sub(now).max(1);
+                    let wake = Instant::now() + Duration::from_millis(wait);
+                    if wake > deadline {
+                        return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms: wait });
+                    }
+                    tokio::time::sleep_until(wake).await;
+                    NamespaceMetrics::add(&self.ns.metrics.waited_ms, wait);
+                }
+                Err(idmint_core::Error::WindowExhausted { .. }) => {
+                    // The stored mark is used up: ask for an extension and wait for it, but
+                    // never issue past the mark.
+                    NamespaceMetrics::add(&self.ns.metrics.window_exhausted, 1);
+                    let extended = self.extended.notified();
+                    self.extend.notify_one();
+                    if tokio::time::timeout_at(deadline, extended).await.is_err() {
+                        return Err(Error::WindowExhausted {
+                            namespace: self.ns.name.clone(),
+                            retry_after_ms: 1_000,
+                        });
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        NamespaceMetrics::add(&self.ns.metrics.ids_issued, issued(ids));
+        Ok(())
+    }
+
+    /// Stops issuing, stores the final mark, and releases the claim (the mark stays).
+    async fn deactivate(&self, coordinator: &dyn Coordinator) -> Result<(), Error> {
+        let Some(active) = self.active.swap(None) else { return Ok(()) };
+        // Every issued ID lies at or below the stored mark already (the ceiling is never above
+        // it); storing it once more makes sure it is durable before the claim goes.
+        let mark = active.mark_ms.load(Ordering::Acquire);
+        let persisted = coordinator.store_mark(&active.claim, mark).await;
+        let released = coordinator.release(&active.claim).await;
+        persisted?;
+        released?;
+        Ok(())
+    }
+}
+
+impl Issuer for GeneratorIssuer {
+    fn activate<'a>(
+        &'a self,
+        backends: &'a Backends,
+        clocks: &'a Clocks,
+        server: &'a ServerConfig,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.activate_generator(backends.coordinator.as_ref(), clocks, server))
+    }
+
+    fn maintain(
+        self: Arc<Self>,
+        backends: Backends,
+        clocks: Arc<Clocks>,
+        server: Arc<ServerConfig>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(self.maintain_window(backends.coordinator, clocks, server, shutdown))
+    }
+
+    /// It holds a claim and its stored window is not used up.
+    fn is_ready(&self, clocks: &Clocks) -> bool {
+        self.active.load().as_ref().is_some_and(|active| active.window_open(clocks))
+    }
+
+    fn generator_id(&self) -> Option<u64> {
+        self.active.load().as_ref().map(|a| a.generator_id)
+    }
+
+    fn ahead_of_wall_ms(&self) -> u64 {
+        self.active.load().as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms())
+    }
+
+    fn issue_into<'a>(
+        &'a self,
+        clocks: &'a Clocks,
+        count: u64,
+        max_wait_ms: u64,
+        ids: &'a mut dyn IdSink,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.issue(clocks, count, max_wait_ms, ids))
+    }
+
+    fn deactivate<'a>(
+        &'a self,
+        coordinator: &'a dyn Coordinator,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(GeneratorIssuer::deactivate(self, coordinator))
+    }
+}
