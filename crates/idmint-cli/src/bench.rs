@@ -37,12 +37,23 @@ pub(crate) struct Args {
 #[derive(Debug, Subcommand)]
 enum Mode {
     /// GETs on keep-alive HTTP/1.1 connections: requests/s, latency.
+    #[command(after_help = "Examples:
+  idmint bench http --url http://127.0.0.1:8080/v1/next --connections 32
+  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --json")]
     Http(HttpArgs),
     /// idmint's gRPC Stream call: IDs/s, time per message.
+    #[command(after_help = "Examples:
+  idmint bench grpc-stream --url http://127.0.0.1:50051 --batch-size 4096
+  idmint bench grpc-stream --url http://127.0.0.1:50051 --streams 8 --duration 30")]
     GrpcStream(StreamArgs),
     /// ferroid-tonic-server's StreamIds call, loaded as grpc-stream.
+    #[command(after_help = "Examples:
+  idmint bench ferroid-stream --url http://127.0.0.1:50052 --streams 2")]
     FerroidStream(FerroidArgs),
     /// idmint-client's next() with prefetch, against a server: IDs/s.
+    #[command(after_help = "Examples:
+  idmint bench client --url http://127.0.0.1:8080 --prefetch 100000
+  idmint bench client --url http://127.0.0.1:8080 --namespace orders --json")]
     Client(ClientArgs),
 }
 
@@ -217,7 +228,10 @@ fn finish<R: Report>(
     common: &Common,
     load: impl Future<Output = Result<R, load::Error>>,
 ) -> anyhow::Result<()> {
-    let report = runtime(threads)?.block_on(load)?;
+    let progress = Progress::start(common.warmup + common.duration);
+    let report = runtime(threads)?.block_on(load);
+    drop(progress);
+    let report = report?;
     if common.json {
         json(out, &report)?;
     } else {
@@ -225,6 +239,61 @@ fn finish<R: Report>(
         outcome(out, report.outcome())?;
     }
     verdict(report.outcome())
+}
+
+/// A bar that fills over the run's warm-up and measured duration, on stderr, only when stderr
+/// is a terminal (so scripts and files never see it); cleared when dropped.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Progress {
+    fn start(total: Duration) -> Progress {
+        use std::{
+            io::IsTerminal,
+            sync::{Arc, atomic::AtomicBool},
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        if !std::io::stderr().is_terminal() {
+            return Progress { bar: None, ticker: None, stop };
+        }
+        let millis = u64::try_from(total.as_millis()).unwrap_or(u64::MAX).max(1);
+        let bar = indicatif::ProgressBar::new(millis);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {elapsed:>4} [{bar:40}] {percent:>3}% {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_message("loading; checking every answer");
+        let ticker = std::thread::spawn({
+            let (bar, stop) = (bar.clone(), Arc::clone(&stop));
+            move || {
+                let started = std::time::Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let done = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    bar.set_position(done.min(millis));
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        });
+        Progress { bar: Some(bar), ticker: Some(ticker), stop }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// A load's report, as `idmint bench` prints it.

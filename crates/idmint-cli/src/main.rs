@@ -143,6 +143,10 @@ fn report(message: &str) {
 /// 0; errors print clap's whole message, with its tip ("a similar subcommand exists") and
 /// usage, and exit 2.
 fn clap_exit(err: &clap::Error) -> ExitCode {
+    if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // clap prints the help alone: say first what went wrong.
+        let _ = writeln!(io::stderr(), "error: no command given\n");
+    }
     // Nothing sensible is left to do if stdout or stderr is gone.
     let _ = err.print();
     match err.kind() {
