@@ -50,6 +50,10 @@ pub struct Report {
     /// Batches with an ID whose time is above every mark its issuer stored while holding the
     /// claim.
     pub mark_violations: u64,
+    /// Mark writes applied for a writer that no longer held the claim (0 with the fence).
+    pub unheld_writes: u64,
+    /// The first few violations, described.
+    pub examples: Vec<String>,
     /// Faults injected, by kind.
     pub nemeses: BTreeMap<&'static str, u64>,
     /// A hash of the whole history: equal across replays of one seed.
@@ -67,7 +71,7 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: {} ids in {} acked requests ({} failed, {} ambiguous), {} duplicates {:?}, {} order violations, {} mark violations, nemeses {:?}",
+            "seed {}: {} ids in {} acked requests ({} failed, {} ambiguous), {} duplicates {:?}, {} order violations, {} mark violations, {} mark writes without the claim, nemeses {:?}",
             self.seed,
             self.ids,
             self.acked,
@@ -77,8 +81,13 @@ impl fmt::Display for Report {
             self.duplicate_examples,
             self.order_violations,
             self.mark_violations,
+            self.unheld_writes,
             self.nemeses
-        )
+        )?;
+        for example in &self.examples {
+            write!(f, "\n  {example}")?;
+        }
+        Ok(())
     }
 }
 
@@ -148,6 +157,7 @@ pub(crate) fn check(
         list.push((w.at, best));
     }
 
+    report.unheld_writes = writes.iter().filter(|w| !w.held).count() as u64;
     let mut all: Vec<u64> = Vec::new();
     let mut last: BTreeMap<(usize, u64, u64), u64> = BTreeMap::new();
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -182,6 +192,19 @@ pub(crate) fn check(
         });
         if stored.is_none_or(|mark| time > mark) {
             report.mark_violations += 1;
+            if report.examples.len() < 5 {
+                let writes: Vec<_> = writes
+                    .iter()
+                    .filter(|w| w.generator_id == generator)
+                    .map(|w| (w.process, w.mark_ms, w.at.duration_since(ack.invoked).as_millis() as i64, w.held))
+                    .collect();
+                report.examples.push(format!(
+                    "process {} generator {generator}: id time {time} above its stored mark {stored:?} (batch of {}, acked {:?} after invoke); writes of this generator (process, mark, ms after invoke, held): {writes:?}",
+                    ack.process,
+                    ack.ids.len(),
+                    ack.acked - ack.invoked,
+                ));
+            }
         }
     }
     all.sort_unstable();

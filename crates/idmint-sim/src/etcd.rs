@@ -180,6 +180,7 @@ struct Held {
     ended: AtomicBool,
     /// Send time of the last acknowledged keep-alive, as ms since `created`.
     last_ack_ms: AtomicU64,
+    /// When the claim was granted, on the machine's monotonic clock.
     created: Instant,
 }
 
@@ -303,6 +304,7 @@ async fn call<T>(
 
 /// Keeps a claim's lease alive every TTL/3 while its machine runs; publishes `Lost` when etcd
 /// says the lease is gone or the local deadline passes without an acknowledged keep-alive.
+/// The deadline is kept on the machine's monotonic clock, which a suspension stops.
 async fn keep_alive(etcd: SimEtcd, machine: Machine, held: Arc<Held>) {
     let ttl = etcd.options.lease_ttl;
     let deadline = |held: &Held| {
@@ -313,18 +315,18 @@ async fn keep_alive(etcd: SimEtcd, machine: Machine, held: Arc<Held>) {
         tokio::select! {
             biased;
             () = tokio::time::sleep(ttl / 3) => {}
-            () = tokio::time::sleep_until(deadline(&held)) => {}
+            () = tokio::time::sleep_until(machine.real_instant(deadline(&held))) => {}
         }
         // A paused process neither renews nor notices its deadline until it runs again.
         machine.running().await;
         if held.ended.load(Ordering::SeqCst) {
             return;
         }
-        if Instant::now() >= deadline(&held) {
+        if machine.mono_now() >= deadline(&held) {
             held.lose();
             return;
         }
-        let sent = Instant::now();
+        let sent = machine.mono_now();
         let lease = held.lease;
         let renew = call(&etcd, &machine, move |state, now| {
             state.leases.get_mut(&lease).map(|expiry| *expiry = now + ttl).is_some()
@@ -332,7 +334,7 @@ async fn keep_alive(etcd: SimEtcd, machine: Machine, held: Arc<Held>) {
         let result = tokio::select! {
             biased;
             result = renew => Some(result),
-            () = tokio::time::sleep_until(deadline(&held)) => None,
+            () = tokio::time::sleep_until(machine.real_instant(deadline(&held))) => None,
         };
         match result {
             Some(Ok(true)) => {
@@ -410,7 +412,7 @@ impl Coordinator for SimCoordinator {
             receiver: claim.watch(),
             ended: AtomicBool::new(false),
             last_ack_ms: AtomicU64::new(0),
-            created: Instant::now(),
+            created: self.machine.mono_now(),
         });
         {
             let mut all = self.held.lock().unwrap_or_else(|p| p.into_inner());

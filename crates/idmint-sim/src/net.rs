@@ -28,6 +28,10 @@ pub struct MachineState {
     pub etcd: Link,
     /// The link to clients.
     pub clients: Link,
+    /// How far the machine's monotonic clock lags real time: the length of its suspensions
+    /// (`CLOCK_MONOTONIC` stops while a VM is suspended). Only its etcd client's keep-alive
+    /// deadline reads it.
+    pub mono_lag_ms: u64,
 }
 
 /// A shared handle on one machine's state; waiters wake when it changes.
@@ -54,8 +58,19 @@ impl Machine {
     /// A running machine with every link up.
     pub fn new() -> Self {
         let state =
-            MachineState { paused: false, crashed: false, etcd: Link::Up, clients: Link::Up };
+            MachineState {
+            paused: false,
+            crashed: false,
+            etcd: Link::Up,
+            clients: Link::Up,
+            mono_lag_ms: 0,
+        };
         Machine(Arc::new(watch::channel(state).0))
+    }
+
+    /// Whether two handles are the same machine state.
+    pub fn same(&self, other: &Machine) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The current state.
@@ -66,6 +81,16 @@ impl Machine {
     /// Changes the state and wakes every waiter.
     pub fn update(&self, change: impl FnOnce(&mut MachineState)) {
         self.0.send_modify(change);
+    }
+
+    /// The machine's monotonic clock: real (simulated) time minus its suspensions.
+    pub fn mono_now(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() - std::time::Duration::from_millis(self.state().mono_lag_ms)
+    }
+
+    /// When the machine's monotonic clock will read `local`, in simulated time.
+    pub fn real_instant(&self, local: tokio::time::Instant) -> tokio::time::Instant {
+        local + std::time::Duration::from_millis(self.state().mono_lag_ms)
     }
 
     /// Returns once the machine runs (not paused); never returns if it crashed.

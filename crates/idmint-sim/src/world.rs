@@ -81,7 +81,6 @@ struct World {
     acks: Mutex<Vec<Ack>>,
     outcomes: Mutex<[u64; 3]>,
     nemeses: Mutex<BTreeMap<&'static str, u64>>,
-    next_process: Mutex<u64>,
     end: Instant,
 }
 
@@ -98,22 +97,25 @@ struct World {
 /// assert!(report.ids > 0);
 /// ```
 pub fn run_seed(seed: u64, options: &SimOptions) -> Report {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime");
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_time().start_paused(true);
+    // `tokio::select!` picks among ready branches at random (the server's window task uses
+    // it); only `--cfg tokio_unstable` lets us seed that choice, which makes replays exact.
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    let runtime = builder.build().expect("a current-thread runtime");
     runtime.block_on(simulate(seed, options.clone()))
 }
 
 async fn simulate(seed: u64, options: SimOptions) -> Report {
     let root = Rng::new(seed);
     let mut setup = root.fork(0);
-    // Machines' clocks start up to a minute apart around a date in 2025.
+    // Machines' clocks start within 50 ms of each other (a fleet kept in step by NTP), on a
+    // date in 2025; the nemesis then steps them apart.
     let base = 1_750_000_000_000 + setup.below(3_600_000);
     let slots = (0..options.servers)
         .map(|_| Slot {
-            clock: Arc::new(SimClock::new(base + setup.below(60_000))),
+            clock: Arc::new(SimClock::new(base + setup.below(50))),
             machine: Machine::new(),
             process: 0,
             server: None,
@@ -125,7 +127,6 @@ async fn simulate(seed: u64, options: SimOptions) -> Report {
         acks: Mutex::default(),
         outcomes: Mutex::default(),
         nemeses: Mutex::default(),
-        next_process: Mutex::new(0),
         end: Instant::now() + options.duration,
         options,
     });
@@ -160,12 +161,6 @@ impl World {
     async fn start_server(self: Arc<Self>, slot: usize, delay: Duration) {
         tokio::time::sleep(delay).await;
         let (clock, machine) = self.slot(slot, |s| (Arc::clone(&s.clock), s.machine.clone()));
-        let process = {
-            let mut next = self.next_process.lock().expect("process");
-            *next += 1;
-            *next
-        };
-        self.slot(slot, |s| s.process = process);
         let config = ServerConfig {
             namespaces: vec![NamespaceConfig {
                 generator_pool: Some(self.options.pool),
@@ -178,15 +173,34 @@ impl World {
             ..ServerConfig::default()
         };
         loop {
+            // The process number is the etcd client's, so that the checker can match its mark
+            // writes; a new machine state means this start belongs to a crashed process.
             let coordinator = Arc::new(self.etcd.connect(machine.clone()));
+            let process = coordinator.process();
+            let current = self.slot(slot, |s| {
+                let current = s.machine.same(&machine) && s.server.is_none();
+                if current {
+                    s.process = process;
+                }
+                current
+            });
+            if !current {
+                return;
+            }
             let wall: Arc<dyn Clock + Send + Sync> = clock.clone();
             match Server::start(config.clone(), coordinator, wall).await {
                 Ok(server) => {
-                    self.slot(slot, |s| {
-                        if s.process == process {
-                            s.server = Some(server);
+                    let stale = self.slot(slot, |s| {
+                        let current = s.process == process;
+                        if current {
+                            s.server = Some(Arc::clone(&server));
                         }
+                        !current
                     });
+                    if stale {
+                        // The machine crashed or was restarted meanwhile: this process ends.
+                        let _ = server.stop().await;
+                    }
                     return;
                 }
                 Err(_) if Instant::now() < self.end => {
@@ -281,7 +295,7 @@ impl World {
             } else {
                 rng.between(1_500, 8_000)
             });
-            match rng.below(7) {
+            match rng.below(8) {
                 0 | 1 => {
                     let (name, link) = if rng.chance(50) {
                         ("partition-etcd-hang", Link::Hang)
@@ -292,12 +306,23 @@ impl World {
                     machine.update(|s| s.etcd = link);
                     heal(hold, machine, |s| s.etcd = Link::Up);
                 }
-                2 => {
-                    self.fired("pause");
+                2 | 3 => {
                     machine.update(|s| s.paused = true);
-                    heal(hold, machine, |s| s.paused = false);
+                    if rng.chance(50) {
+                        // A suspended VM: its monotonic clock does not count the pause, so its
+                        // lease deadline looks further away than it is.
+                        self.fired("suspend");
+                        let lag = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX);
+                        heal(hold, machine, move |s| {
+                            s.paused = false;
+                            s.mono_lag_ms += lag;
+                        });
+                    } else {
+                        self.fired("pause");
+                        heal(hold, machine, |s| s.paused = false);
+                    }
                 }
-                3 => {
+                4 => {
                     let step: i64 = match rng.below(6) {
                         0 => -5,
                         1 => -1_000,
@@ -317,13 +342,13 @@ impl World {
                         });
                     }
                 }
-                4 => {
+                5 => {
                     self.fired("partition-clients");
                     let link = if rng.chance(50) { Link::Hang } else { Link::Refuse };
                     machine.update(|s| s.clients = link);
                     heal(hold, machine, |s| s.clients = Link::Up);
                 }
-                5 => {
+                6 => {
                     self.fired("crash");
                     self.crash(slot);
                     let delay = Duration::from_millis(rng.between(0, 3_000));
