@@ -13,7 +13,8 @@ use tokio::time::Instant;
 
 use crate::etcd::MarkWrite;
 
-/// One acknowledged request.
+/// One acknowledged request, as a client recorded it (built by the simulation, read by the
+/// checker).
 #[derive(Debug, Clone)]
 pub struct Ack {
     /// The client that sent it.
@@ -29,6 +30,16 @@ pub struct Ack {
 }
 
 /// The result of one seed.
+///
+/// # Example
+///
+/// ```
+/// use idmint_sim::Report;
+///
+/// let report = Report { seed: 9, duplicates: 1, ..Report::default() };
+/// assert!(!report.ok());
+/// assert!(report.to_string().starts_with("seed 9:"));
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     /// The seed.
@@ -39,6 +50,8 @@ pub struct Report {
     pub acked: u64,
     /// Requests that failed (nothing was issued, or the error was returned).
     pub failed: u64,
+    /// Failed requests by reason (the server's error, or why it was not reached).
+    pub failures: BTreeMap<String, u64>,
     /// Requests whose outcome the client could not know (reply lost, server died).
     pub info: u64,
     /// IDs acknowledged more than once.
@@ -147,7 +160,8 @@ pub(crate) fn check(
     nemeses: BTreeMap<&'static str, u64>,
 ) -> Report {
     let decoder = decoder();
-    let mut report = Report { seed, failed, info, nemeses, acked: acks.len() as u64, ..Report::default() };
+    let mut report =
+        Report { seed, failed, info, nemeses, acked: acks.len() as u64, ..Report::default() };
 
     // Marks stored while the writer held the claim, per (process, generator): (when, max).
     let mut marks: BTreeMap<(u64, u64), Vec<(Instant, u64)>> = BTreeMap::new();
@@ -196,7 +210,14 @@ pub(crate) fn check(
                 let writes: Vec<_> = writes
                     .iter()
                     .filter(|w| w.generator_id == generator)
-                    .map(|w| (w.process, w.mark_ms, w.at.duration_since(ack.invoked).as_millis() as i64, w.held))
+                    .map(|w| {
+                        (
+                            w.process,
+                            w.mark_ms,
+                            w.at.duration_since(ack.invoked).as_millis() as i64,
+                            w.held,
+                        )
+                    })
                     .collect();
                 report.examples.push(format!(
                     "process {} generator {generator}: id time {time} above its stored mark {stored:?} (batch of {}, acked {:?} after invoke); writes of this generator (process, mark, ms after invoke, held): {writes:?}",
@@ -212,7 +233,8 @@ pub(crate) fn check(
         if pair[0] == pair[1] {
             report.duplicates += 1;
             if report.duplicate_examples.len() < 3 {
-                let mut issuers = acks.iter().filter(|a| a.ids.contains(&pair[0])).map(|a| a.process);
+                let mut issuers =
+                    acks.iter().filter(|a| a.ids.contains(&pair[0])).map(|a| a.process);
                 let first = issuers.next().unwrap_or(0);
                 report.duplicate_examples.push((pair[0], first, issuers.next().unwrap_or(first)));
             }

@@ -30,6 +30,15 @@ use tokio::{sync::watch, time::Instant};
 use crate::net::{Link, Machine};
 
 /// Timings of the etcd model, and the negative control.
+///
+/// # Example
+///
+/// ```
+/// use idmint_sim::EtcdOptions;
+///
+/// let unfenced = EtcdOptions { fence: false, ..EtcdOptions::default() };
+/// assert!(unfenced.margin < unfenced.lease_ttl / 2);
+/// ```
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {
     /// The lease TTL: a claim whose lease is not kept alive for this long is gone.
@@ -58,7 +67,24 @@ impl Default for EtcdOptions {
     }
 }
 
-/// One successful mark write, as etcd saw it.
+/// One successful mark write, as etcd saw it ([`SimEtcd::writes`]).
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::{ClaimRequest, Coordinator, GeneratorIds};
+/// use idmint_sim::{EtcdOptions, Machine, SimEtcd};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let etcd = SimEtcd::new(EtcdOptions::default());
+/// let server = etcd.connect(Machine::new());
+/// let claim = server.claim(&ClaimRequest::new("n", GeneratorIds::Fixed(0), "l")).await?;
+/// server.store_mark(&claim, 7).await?;
+/// let write = &etcd.writes()[0];
+/// assert!(write.held && write.mark_ms == 7 && write.process == server.process());
+/// # Ok::<(), idmint_coord::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct MarkWrite {
     /// The writing server (its [`SimCoordinator::process`]).
@@ -197,7 +223,9 @@ impl Held {
     }
 }
 
-/// One server process's etcd client: a [`Coordinator`].
+/// One server process's etcd client: a [`Coordinator`] (see [`SimEtcd`] for an example).
+/// Dropping it revokes its leases, as a process that exits cleanly does; a crash is modelled
+/// by its [`Machine`] instead, whose calls then never arrive.
 #[derive(Debug)]
 pub struct SimCoordinator {
     etcd: SimEtcd,
@@ -214,7 +242,9 @@ fn check_request(request: &ClaimRequest) -> Result<(), Error> {
     let ns = &request.namespace;
     let ok = !ns.is_empty()
         && ns.len() <= 64
-        && ns.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     if !ok {
         return Err(Error::InvalidRequest(format!("namespace `{ns}` is not a valid name")));
     }
@@ -251,10 +281,8 @@ impl SimCoordinator {
         mark: Option<u64>,
     ) -> Result<(MemoryCoordinator, Claim), Error> {
         let minter = MemoryCoordinator::new();
-        let fixed = ClaimRequest {
-            generator_ids: GeneratorIds::Fixed(generator_id),
-            ..request.clone()
-        };
+        let fixed =
+            ClaimRequest { generator_ids: GeneratorIds::Fixed(generator_id), ..request.clone() };
         if let Some(mark) = mark {
             let first = minter.claim(&fixed).await?;
             minter.store_mark(&first, mark).await?;

@@ -57,8 +57,7 @@ impl Default for Machine {
 impl Machine {
     /// A running machine with every link up.
     pub fn new() -> Self {
-        let state =
-            MachineState {
+        let state = MachineState {
             paused: false,
             crashed: false,
             etcd: Link::Up,

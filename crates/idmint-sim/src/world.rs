@@ -24,6 +24,16 @@ use crate::{
 pub const NAMESPACE: &str = "sim";
 
 /// What to simulate.
+///
+/// # Example
+///
+/// ```
+/// use idmint_sim::SimOptions;
+///
+/// let options = SimOptions::default();
+/// assert!(options.etcd.fence && options.pool < options.servers as u64);
+/// assert!(!SimOptions::without_fence().etcd.fence);
+/// ```
 #[derive(Debug, Clone)]
 pub struct SimOptions {
     /// Server machines.
@@ -80,6 +90,8 @@ struct World {
     slots: Mutex<Vec<Slot>>,
     acks: Mutex<Vec<Ack>>,
     outcomes: Mutex<[u64; 3]>,
+    /// Failed requests by reason.
+    reasons: Mutex<BTreeMap<String, u64>>,
     nemeses: Mutex<BTreeMap<&'static str, u64>>,
     end: Instant,
 }
@@ -126,6 +138,7 @@ async fn simulate(seed: u64, options: SimOptions) -> Report {
         slots: Mutex::new(slots),
         acks: Mutex::default(),
         outcomes: Mutex::default(),
+        reasons: Mutex::default(),
         nemeses: Mutex::default(),
         end: Instant::now() + options.duration,
         options,
@@ -144,7 +157,9 @@ async fn simulate(seed: u64, options: SimOptions) -> Report {
     let acks = std::mem::take(&mut *world.acks.lock().expect("acks"));
     let [failed, info, _] = *world.outcomes.lock().expect("outcomes");
     let nemeses = world.nemeses.lock().expect("nemeses").clone();
-    check::check(seed, &acks, &world.etcd.writes(), failed, info, nemeses)
+    let mut report = check::check(seed, &acks, &world.etcd.writes(), failed, info, nemeses);
+    report.failures = std::mem::take(&mut *world.reasons.lock().expect("reasons"));
+    report
 }
 
 impl World {
@@ -222,12 +237,12 @@ impl World {
             let (process, server, machine) =
                 self.slot(slot, |s| (s.process, s.server.clone(), s.machine.clone()));
             let Some(server) = server else {
-                self.outcome(0);
+                self.failed("no server running");
                 continue;
             };
             let invoked = Instant::now();
             if machine.state().clients == Link::Refuse {
-                self.outcome(0);
+                self.failed("connection refused");
                 continue;
             }
             // The request runs on the server even if the client stops waiting for it.
@@ -268,11 +283,21 @@ impl World {
                     });
                 }
                 // Refused before it reached the server, or answered with an error.
-                Some(None | Some(Err(_))) => self.outcome(0),
+                Some(None) => self.failed("no connection"),
+                Some(Some(Err(e))) => {
+                    let name = format!("{e:?}");
+                    let end = name.find(|c: char| !c.is_alphanumeric()).unwrap_or(name.len());
+                    self.failed(&name[..end]);
+                }
                 // It may have been served: the reply was lost, or the server died.
                 _ => self.outcome(1),
             }
         }
+    }
+
+    fn failed(&self, reason: &str) {
+        self.outcome(0);
+        *self.reasons.lock().expect("reasons").entry(reason.to_owned()).or_default() += 1;
     }
 
     fn outcome(&self, which: usize) {
@@ -373,7 +398,7 @@ impl World {
     /// comes back with the same clock and healed links for the next process.
     fn crash(&self, slot: usize) {
         let (old, server) = self.slot(slot, |s| {
-            let old = std::mem::replace(&mut s.machine, Machine::new());
+            let old = std::mem::take(&mut s.machine);
             s.process = 0;
             (old, s.server.take())
         });
@@ -388,7 +413,11 @@ impl World {
 }
 
 /// Undoes a fault after `hold`.
-fn heal(hold: Duration, machine: Machine, undo: impl FnOnce(&mut crate::MachineState) + Send + 'static) {
+fn heal(
+    hold: Duration,
+    machine: Machine,
+    undo: impl FnOnce(&mut crate::MachineState) + Send + 'static,
+) {
     tokio::spawn(async move {
         tokio::time::sleep(hold).await;
         machine.update(undo);

@@ -26,7 +26,9 @@ const REGRESSIONS: &str = include_str!("regressions.txt");
 
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
-        Ok(text) => text.trim().parse().unwrap_or_else(|_| panic!("{name}={text:?} is not a number")),
+        Ok(text) => {
+            text.trim().parse().unwrap_or_else(|_| panic!("{name}={text:?} is not a number"))
+        }
         Err(_) => default,
     }
 }
@@ -59,7 +61,10 @@ fn run_many(seeds: std::ops::Range<u64>, options: &SimOptions) -> (Vec<Report>, 
                     }
                     let report = run_seed(seed, options);
                     if !report.ok() {
-                        note(&format!("FAILED {report}\n  replay: {}", replay_command(seed, options.etcd.fence)));
+                        note(&format!(
+                            "FAILED {report}\n  replay: {}",
+                            replay_command(seed, options.etcd.fence)
+                        ));
                         failures.lock().expect("failures").push(report.clone());
                     }
                     let mut total = total.lock().expect("total");
@@ -71,6 +76,9 @@ fn run_many(seeds: std::ops::Range<u64>, options: &SimOptions) -> (Vec<Report>, 
                     for (name, n) in report.nemeses {
                         *total.nemeses.entry(name).or_default() += n;
                     }
+                    for (reason, n) in report.failures {
+                        *total.failures.entry(reason).or_default() += n;
+                    }
                 }
             });
         }
@@ -81,6 +89,19 @@ fn run_many(seeds: std::ops::Range<u64>, options: &SimOptions) -> (Vec<Report>, 
     (failures, total.into_inner().expect("total"), seconds)
 }
 
+/// Appends failing seeds to `tests/regressions.txt`, so that every later run replays them.
+fn save_regressions(failures: &[Report]) {
+    use std::io::Write as _;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/regressions.txt");
+    let mut file =
+        std::fs::OpenOptions::new().append(true).open(path).expect("open regressions.txt");
+    for report in failures {
+        let summary = report.to_string();
+        let first_line = summary.lines().next().unwrap_or_default();
+        writeln!(file, "# {first_line}\n{}", report.seed).expect("write regressions.txt");
+    }
+}
+
 /// CI: 2,000 seeds (override with `IDMINT_SIM_SEEDS`, start with `IDMINT_SIM_FIRST_SEED`); every
 /// invariant holds on every seed, and every nemesis fired.
 #[test]
@@ -89,17 +110,21 @@ fn seeds() {
     let first = env_u64("IDMINT_SIM_FIRST_SEED", 0);
     let (failures, total, seconds) = run_many(first..first + count, &SimOptions::default());
     note(&format!(
-        "{count} seeds in {seconds:.1} s ({:.0} seeds/s): {} ids in {} requests ({} failed, {} ambiguous), {} duplicates; nemeses {:?}",
+        "{count} seeds in {seconds:.1} s ({:.0} seeds/s): {} ids in {} requests ({} failed: {:?}; {} ambiguous), {} duplicates; nemeses {:?}",
         count as f64 / seconds,
         total.ids,
         total.acked,
         total.failed,
+        total.failures,
         total.info,
         total.duplicates,
         total.nemeses
     ));
     let failed: Vec<u64> = failures.iter().map(|r| r.seed).collect();
-    assert!(failed.is_empty(), "failing seeds {failed:?}: add them to tests/regressions.txt");
+    if !failed.is_empty() {
+        save_regressions(&failures);
+    }
+    assert!(failed.is_empty(), "failing seeds {failed:?}, saved in tests/regressions.txt");
     assert!(total.ids >= count * 1_000, "too few ids checked: {}", total.ids);
     for nemesis in [
         "partition-etcd-hang",
@@ -120,7 +145,8 @@ fn seeds() {
 #[test]
 fn regressions() {
     let mut checked = 0;
-    for line in REGRESSIONS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in REGRESSIONS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let mut words = line.split_whitespace();
         let seed: u64 = words.next().and_then(|w| w.parse().ok()).expect("a seed");
         let fence = words.next() != Some("nofence");
@@ -157,7 +183,8 @@ fn without_the_fence_a_duplicate_is_found() {
             break;
         }
     }
-    let caught = caught.unwrap_or_else(|| panic!("no seed of {CONTROL_SEEDS} caught the missing fence"));
+    let caught =
+        caught.unwrap_or_else(|| panic!("no seed of {CONTROL_SEEDS} caught the missing fence"));
     let report = duplicate.unwrap_or_else(|| {
         panic!("no duplicate in {CONTROL_SEEDS} seeds without the fence: the simulation is blind")
     });
@@ -177,7 +204,11 @@ fn a_seed_replays_the_same_history() {
         let (a, b) = (run_seed(seed, &options), run_seed(seed, &options));
         assert_eq!(a.nemeses, b.nemeses, "seed {seed}: the fault schedule is the seed's");
         if EXACT {
-            assert_eq!((a.trace_hash, a.ids, a.acked), (b.trace_hash, b.ids, b.acked), "seed {seed}");
+            assert_eq!(
+                (a.trace_hash, a.ids, a.acked),
+                (b.trace_hash, b.ids, b.acked),
+                "seed {seed}"
+            );
         }
         assert!(a.ids > 0 && a.ok() && b.ok(), "seed {seed}: {a}");
     }
@@ -236,4 +267,3 @@ async fn the_etcd_model_passes_the_conformance_suite() {
     let handles = move || Arc::new(etcd.connect(Machine::new())) as Arc<dyn Coordinator>;
     conformance::run_all(&handles).await;
 }
-
