@@ -69,7 +69,8 @@ pub struct Report {
     pub examples: Vec<String>,
     /// Faults injected, by kind.
     pub nemeses: BTreeMap<&'static str, u64>,
-    /// A hash of the whole history: equal across replays of one seed.
+    /// A hash of the whole history: equal across replays of one seed in exact runs
+    /// (`--cfg tokio_unstable`).
     pub trace_hash: u64,
 }
 
