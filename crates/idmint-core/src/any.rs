@@ -81,6 +81,126 @@ impl fmt::Display for AnyId {
     }
 }
 
+impl From<u64> for AnyId {
+    fn from(raw: u64) -> AnyId {
+        AnyId::U64(raw)
+    }
+}
+
+impl From<u128> for AnyId {
+    fn from(raw: u128) -> AnyId {
+        AnyId::U128(raw)
+    }
+}
+
+/// The raw value of a 64-bit ID; a 128-bit one is [`Error::InvalidId`].
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::AnyId;
+///
+/// assert_eq!(u64::try_from(AnyId::U64(7))?, 7);
+/// assert!(u64::try_from(AnyId::U128(7)).is_err());
+/// assert_eq!(u128::from(AnyId::U64(7)), 7);
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+impl TryFrom<AnyId> for u64 {
+    type Error = Error;
+
+    fn try_from(id: AnyId) -> Result<u64, Error> {
+        id.u64_for("u64")
+    }
+}
+
+/// The raw value, widened: every ID fits 128 bits.
+impl From<AnyId> for u128 {
+    fn from(id: AnyId) -> u128 {
+        match id {
+            AnyId::U64(raw) => u128::from(raw),
+            AnyId::U128(raw) => raw,
+        }
+    }
+}
+
+/// Parses an ID as [`AnyId`] writes it: decimal digits are a 64-bit ID (a 128-bit one past
+/// `u64::MAX`), and the UUID form (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as serde writes
+/// 128-bit IDs) is a 128-bit ID.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::AnyId;
+///
+/// assert_eq!("42".parse::<AnyId>()?, AnyId::U64(42));
+/// assert_eq!("00000000-0000-0000-0000-00000000002a".parse::<AnyId>()?, AnyId::U128(42));
+/// assert_eq!("18446744073709551616".parse::<AnyId>()?, AnyId::U128(1 << 64));
+/// assert!("forty-two".parse::<AnyId>().is_err());
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+impl std::str::FromStr for AnyId {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<AnyId, Error> {
+        if text.contains('-') {
+            return Format::Uuid.parse_u128(text).map(AnyId::U128);
+        }
+        match Format::Decimal.parse_u64(text) {
+            Ok(raw) => Ok(AnyId::U64(raw)),
+            Err(e) => Format::Decimal.parse_u128(text).map(AnyId::U128).map_err(|_| e),
+        }
+    }
+}
+
+/// Serialized as a string, so JavaScript never rounds it: a 64-bit ID in decimal, a 128-bit
+/// one in the UUID form, which keeps the width through a round trip. Deserializes from that
+/// string or from a JSON integer (a 64-bit ID).
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::AnyId;
+///
+/// assert_eq!(serde_json::to_string(&AnyId::U64(42))?, r#""42""#);
+/// assert_eq!(serde_json::to_string(&AnyId::U128(1))?, r#""00000000-0000-0000-0000-000000000001""#);
+/// assert_eq!(serde_json::from_str::<AnyId>("42")?, AnyId::U64(42));
+/// assert_eq!(serde_json::from_str::<AnyId>(r#""00000000-0000-0000-0000-000000000001""#)?, AnyId::U128(1));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[cfg(feature = "serde")]
+impl serde::Serialize for AnyId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AnyId::U64(raw) => serializer.collect_str(raw),
+            AnyId::U128(raw) => serializer
+                .serialize_str(&Format::Uuid.encode_u128(*raw).map_err(serde::ser::Error::custom)?),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for AnyId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = AnyId;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an ID: a decimal string or integer, or a UUID-form string")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, raw: u64) -> Result<AnyId, E> {
+                Ok(AnyId::U64(raw))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<AnyId, E> {
+                text.parse().map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 impl AnyId {
     /// The ID, if it is `bits` wide; else [`Error::InvalidId`] for `layout`.
     pub(crate) fn of_width(self, bits: u32, layout: &str) -> Result<Self, Error> {

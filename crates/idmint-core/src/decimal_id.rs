@@ -54,6 +54,8 @@ pub struct DecimalId(NonZeroU64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct DecimalIdParts {
     /// The counter, 1..=922,337,202.
     pub counter: u64,

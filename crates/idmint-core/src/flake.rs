@@ -57,6 +57,8 @@ pub struct Flake(u64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct FlakeParts {
     /// Milliseconds since the epoch.
     pub timestamp: u64,

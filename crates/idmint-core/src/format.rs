@@ -342,6 +342,33 @@ impl fmt::Display for Format {
     }
 }
 
+/// Serialized as its name (`"hex"`, `"base64le"`, ...), as `--format` and `format=` take it.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::Format;
+///
+/// assert_eq!(serde_json::to_string(&Format::Base62)?, r#""base62""#);
+/// assert_eq!(serde_json::from_str::<Format>(r#""hex""#)?, Format::Hex);
+/// assert!(serde_json::from_str::<Format>(r#""nope""#).is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[cfg(feature = "serde")]
+impl serde::Serialize for Format {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Format {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for Format {
     type Err = Error;
 

@@ -121,6 +121,8 @@ pub struct HotGuid(u128);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct HotGuidParts {
     /// Unix seconds mod 2^32.
     pub timestamp: u32,
@@ -469,6 +471,35 @@ const fn scatter(src: &[u8; LEN], order: &[usize; LEN]) -> [u8; LEN] {
 impl From<u128> for HotGuid {
     fn from(value: u128) -> Self {
         HotGuid(value)
+    }
+}
+
+/// The HotGuid held by an [`AnyId`](crate::AnyId): a 128-bit value.
+///
+/// # Example
+///
+/// ```
+/// use idmint_core::{AnyId, HotGuid};
+///
+/// let guid = HotGuid::from(7u128);
+/// assert_eq!(HotGuid::try_from(AnyId::from(guid))?, guid);
+/// assert!(HotGuid::try_from(AnyId::U64(7)).is_err());
+/// # Ok::<(), idmint_core::Error>(())
+/// ```
+impl TryFrom<crate::AnyId> for HotGuid {
+    type Error = crate::Error;
+
+    fn try_from(id: crate::AnyId) -> Result<HotGuid, crate::Error> {
+        match id.of_width(128, "hot-guid")? {
+            crate::AnyId::U128(raw) => Ok(HotGuid::from(raw)),
+            crate::AnyId::U64(_) => unreachable!("of_width checked the width"),
+        }
+    }
+}
+
+impl From<HotGuid> for crate::AnyId {
+    fn from(guid: HotGuid) -> crate::AnyId {
+        crate::AnyId::U128(u128::from(guid))
     }
 }
 

@@ -4,7 +4,7 @@
 //! `DEFAULT_FORMAT`; this macro derives the rest from those three, so the rules for text and
 //! serde are the same for every layout.
 
-/// Implements `TryFrom<u64>`, `From<T> for u64`, `Display`/`FromStr` (in the layout's default
+/// Implements `TryFrom<u64>`, `From<T> for u64`, `TryFrom<AnyId>`, `From<T> for AnyId`, `Display`/`FromStr` (in the layout's default
 /// format), `to_text`/`parse_text`, serde (as a string) and `GeneratedId` for a 64-bit ID type.
 macro_rules! u64_id {
     ($ty:ident) => {
@@ -19,6 +19,22 @@ macro_rules! u64_id {
         impl From<$ty> for u64 {
             fn from(id: $ty) -> u64 {
                 id.to_raw()
+            }
+        }
+
+        impl TryFrom<crate::AnyId> for $ty {
+            type Error = crate::Error;
+
+            /// The ID of this layout held by an [`AnyId`](crate::AnyId): a 64-bit value that
+            /// is valid for the layout.
+            fn try_from(id: crate::AnyId) -> Result<Self, crate::Error> {
+                $ty::from_raw(id.u64_for(stringify!($ty))?)
+            }
+        }
+
+        impl From<$ty> for crate::AnyId {
+            fn from(id: $ty) -> crate::AnyId {
+                crate::AnyId::U64(id.to_raw())
             }
         }
 

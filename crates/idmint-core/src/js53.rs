@@ -58,6 +58,8 @@ pub struct Js53(NonZeroU64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Js53Parts {
     /// Milliseconds since [`Js53::EPOCH_MS`].
     pub timestamp: u64,

@@ -27,6 +27,8 @@ use crate::{
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum LableMode {
     /// The timestamp is bit-reversed (Java's `Long.reverse`), so consecutive milliseconds
     /// spread over the key space. Flag value 0; LableOrg's default.
@@ -123,6 +125,8 @@ pub struct Lable(u64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct LableParts {
     /// Unix milliseconds, 0..=2^42−1.
     pub timestamp: u64,

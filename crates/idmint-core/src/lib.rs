@@ -75,6 +75,7 @@ mod js53;
 mod kind;
 mod lable;
 mod layout;
+mod named;
 mod next;
 mod pack;
 mod sequence;

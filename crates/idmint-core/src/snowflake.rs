@@ -58,6 +58,8 @@ pub struct Snowflake(NonZeroU64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct SnowflakeParts {
     /// Milliseconds since [`Snowflake::EPOCH_MS`].
     pub timestamp: u64,

@@ -51,6 +51,8 @@ pub struct Sonyflake(NonZeroU64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct SonyflakeParts {
     /// 10-ms units since [`Sonyflake::EPOCH_MS`].
     pub timestamp: u64,

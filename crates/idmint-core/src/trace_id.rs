@@ -61,6 +61,8 @@ pub struct TraceId(NonZeroU64);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct TraceIdParts {
     /// Unix seconds mod 2^25.
     pub timestamp: u64,

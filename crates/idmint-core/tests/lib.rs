@@ -2,6 +2,7 @@
 //!
 //! | module | what it checks |
 //! | --- | --- |
+//! | `conversions` | `AnyId` with `u64`, `u128`, text and serde; layout types from `AnyId`; parts through serde (proptest) |
 //! | `vectors` | every case of `testdata/seed-vectors.json`, through [`idmint_core::Layout`] |
 //! | `kinds` | each layout's order, issuer and generator from a generator ID (proptest) |
 //! | `layouts` | parts → ID → parts and ID → text → ID for every layout and format (proptest) |
@@ -14,6 +15,8 @@
 
 #[path = "lib/common.rs"]
 mod common;
+#[path = "lib/conversions.rs"]
+mod conversions;
 #[path = "lib/generator.rs"]
 mod generator;
 #[path = "lib/kinds.rs"]
