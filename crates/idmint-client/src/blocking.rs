@@ -81,6 +81,35 @@ impl Client {
         }
     }
 
+    /// The next ID as a layout type; see [`crate::Client::next_as`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::next_as`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # let runtime = tokio::runtime::Runtime::new()?;
+    /// # let url = runtime.block_on(async {
+    /// #     let server = idmint_server::Server::start(Default::default(), std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let url = format!("http://{}", listener.local_addr()?);
+    /// #     tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+    /// #     Ok::<_, Box<dyn std::error::Error>>(url)
+    /// # })?;
+    /// # let client = idmint_client::Client::builder().endpoint(&url).build_blocking()?;
+    /// let id: idmint_core::Snowflake = client.next_as()?;
+    /// # let _ = id;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_as<T>(&self) -> Result<T, Error>
+    where
+        T: TryFrom<AnyId, Error = idmint_core::Error>,
+    {
+        self.runtime.block_on(self.inner.next_as())
+    }
+
     /// `n` IDs in one request, bypassing the buffer (at most `max_batch`).
     ///
     /// # Errors

@@ -142,6 +142,17 @@ pub enum ErrorKind {
         /// The layout fingerprint at `endpoint`.
         found: String,
     },
+    /// [`Client::next_as`](crate::Client::next_as) got an ID that is not of the type asked
+    /// for (another layout, or another width). The ID is not handed out again: a gap.
+    #[error("id {id} is not a {target}: {reason}")]
+    WrongType {
+        /// The ID the server issued.
+        id: AnyId,
+        /// The type asked for.
+        target: &'static str,
+        /// Why it does not convert.
+        reason: String,
+    },
     /// The client was closed with [`Client::close`](crate::Client::close).
     #[error("the client is closed")]
     Closed,

@@ -1,6 +1,33 @@
 //! `idmint-client`: IDs from a set of idmint servers, with failover, safe retries and a
 //! prefetch buffer that makes [`Client::next`] a memory operation almost every time.
 //!
+//! # In fifteen lines: an ID now, decoded, and IDs from servers
+//!
+//! ```
+//! use idmint_core::{Layout, Snowflake};
+//! use idmint_runtime::SnowflakeGenerator;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = idmint_server::Server::start(Default::default(), std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+//! # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! # let url = format!("http://{}", listener.local_addr()?);
+//! # tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+//! // An ID now, in this process (datacenter 0, worker 1).
+//! let local = SnowflakeGenerator::system(0, 1)?.next()?;
+//! // Decoded: its fields and when it was made.
+//! let layout: Layout = "snowflake".parse()?;
+//! let fields = layout.decode(local.into())?;
+//! println!("{local}: {fields:?}, made at {} ms", local.timestamp_ms());
+//! // IDs from a fleet of `idmint serve`s, with failover and a prefetch buffer.
+//! let client = idmint_client::Client::builder().endpoints([&url]).build()?;
+//! let remote: Snowflake = client.next_as().await?;
+//! assert_ne!(remote, local); // different workers
+//! client.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Quick start
 //!
 //! ```
@@ -509,6 +536,48 @@ impl Client {
     #[inline]
     pub fn next(&self) -> Next<'_> {
         Next { client: self, slow: None }
+    }
+
+    /// The next ID as a layout type, e.g. `client.next_as::<Snowflake>()`: [`next`](Self::next)
+    /// converted with `TryFrom<AnyId>`, so an ID of another layout is refused, never
+    /// misread.
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next), and [`ErrorKind::WrongType`] when the namespace's IDs are not
+    /// `T`s (that ID is a gap).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{HotGuid, Snowflake};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = idmint_server::Server::start(Default::default(), std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let url = format!("http://{}", listener.local_addr()?);
+    /// # tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+    /// # let client = idmint_client::Client::builder().endpoint(&url).build()?;
+    /// let id: Snowflake = client.next_as().await?;
+    /// assert_eq!(id.into_parts().worker, 0);
+    /// assert!(client.next_as::<HotGuid>().await.is_err()); // a 64-bit namespace
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next_as<T>(&self) -> Result<T, Error>
+    where
+        T: TryFrom<AnyId, Error = idmint_core::Error>,
+    {
+        let id = self.next().await?;
+        T::try_from(id).map_err(|e| {
+            ErrorKind::WrongType {
+                id,
+                target: std::any::type_name::<T>().rsplit("::").next().unwrap_or("id"),
+                reason: e.to_string(),
+            }
+            .into()
+        })
     }
 
     /// The next ID if one is buffered, without waiting (the fast path of `next`).

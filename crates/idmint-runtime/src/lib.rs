@@ -10,6 +10,15 @@
 //! **Invariant:** it has no layout or sequencing logic: which ID comes next, and when, is
 //! decided by the core. It is the only library crate that spawns a clock thread.
 //!
+//! # An ID now
+//!
+//! ```
+//! let ids = idmint_runtime::SnowflakeGenerator::system(0, 1)?; // datacenter 0, worker 1
+//! let id = ids.next()?;
+//! println!("{id} was made at {} (Unix ms)", id.timestamp_ms());
+//! # Ok::<(), idmint_runtime::Error>(())
+//! ```
+//!
 //! # Getting started
 //!
 //! ```
@@ -51,6 +60,7 @@ mod blocking;
 mod clock_driven;
 mod error;
 mod stall;
+mod system;
 mod ticking;
 mod wait;
 
@@ -58,6 +68,7 @@ pub use crate::{
     blocking::BlockingGenerator,
     clock_driven::ClockDriven,
     error::Error,
+    system::SnowflakeGenerator,
     ticking::TickingClock,
     wait::{SpinWait, ThreadSleep, Wait},
 };
