@@ -190,6 +190,7 @@ pub struct ClientBuilder {
     endpoints: Vec<String>,
     namespace: String,
     token: Option<String>,
+    root_certificates: Vec<String>,
     policy: Policy,
     batch_size: usize,
     low_water: usize,
@@ -202,6 +203,7 @@ impl Default for ClientBuilder {
             endpoints: Vec::new(),
             namespace: idmint_proto::DEFAULT_NAMESPACE.to_owned(),
             token: None,
+            root_certificates: Vec::new(),
             policy: Policy::default(),
             batch_size: 100,
             low_water: 50,
@@ -212,8 +214,8 @@ impl Default for ClientBuilder {
 
 impl ClientBuilder {
     /// Adds an endpoint: `http://host:port`, optionally with a path prefix
-    /// (`http://host/idmint`). There is no TLS: `https://` is refused at
-    /// [`build`](Self::build).
+    /// (`http://host/idmint`), or `https://` with the `rustls` feature (without it, `https://`
+    /// is refused at [`build`](Self::build)).
     ///
     /// # Example
     ///
@@ -223,6 +225,24 @@ impl ClientBuilder {
     /// ```
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
         self.endpoints.push(url.into());
+        self
+    }
+
+    /// Trusts the certificates of a PEM text (a private CA) for `https://` endpoints, besides
+    /// the system's roots. Needs the `rustls` feature: without it [`build`](Self::build)
+    /// refuses the setting.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let pem = "-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n";
+    /// let builder = idmint_client::Client::builder()
+    ///     .endpoint("https://ids.internal:8443")
+    ///     .root_certificate_pem(pem);
+    /// # let _ = builder;
+    /// ```
+    pub fn root_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.root_certificates.push(pem.into());
         self
     }
 
@@ -468,7 +488,8 @@ impl ClientBuilder {
             .iter()
             .map(|url| Endpoint::parse(url, name))
             .collect::<Result<Vec<_>, _>>()?;
-        let transport = Transport::new(self.token.as_deref(), self.policy.timeout)?;
+        let transport =
+            Transport::new(self.token.as_deref(), self.policy.timeout, &self.root_certificates)?;
         let mut jitter = Jitter::seeded();
         // Clients start at different endpoints, so they do not all load the first one.
         let start = usize::try_from(jitter.next() % endpoints.len() as u64).unwrap_or(0);

@@ -1,5 +1,5 @@
 //! HTTP calls to one endpoint: `GET /v1/namespaces` and `GET /v1/namespaces/{ns}/batch`, over
-//! hyper's pooled HTTP/1.1 client (keep-alive, no TLS). Each call ends in a value, a failure
+//! hyper's pooled HTTP/1.1 client (keep-alive; `https://` over rustls with feature `rustls`). Each call ends in a value, a failure
 //! that is safe to retry, or an error that is not; whether and where to retry is not decided
 //! here.
 
@@ -60,10 +60,15 @@ impl Endpoint {
         };
         match uri.scheme_str() {
             Some("http") => {}
+            #[cfg(feature = "rustls")]
+            Some("https") => {}
+            #[cfg(not(feature = "rustls"))]
             Some("https") => {
-                return bad("https is not supported (no TLS in this client); use http://");
+                return bad(
+                    "https needs idmint-client's `rustls` feature; use http:// or enable it",
+                );
             }
-            _ => return bad("must start with http://"),
+            _ => return bad("must start with http:// or https://"),
         }
         if uri.authority().is_none() {
             return bad("has no host");
@@ -80,17 +85,82 @@ impl Endpoint {
     }
 }
 
+/// How connections are made: plain TCP, or TCP then TLS for `https://` (feature `rustls`).
+#[cfg(not(feature = "rustls"))]
+type Connector = HttpConnector;
+#[cfg(feature = "rustls")]
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
 /// The HTTP side of a client: the pooled connections and the bearer token.
 #[derive(Debug)]
 pub(crate) struct Transport {
-    http: Client<HttpConnector, Empty<Bytes>>,
+    http: Client<Connector, Empty<Bytes>>,
     authorization: Option<HeaderValue>,
+}
+
+/// Without the `rustls` feature: plain TCP; a root certificate is a configuration error.
+#[cfg(not(feature = "rustls"))]
+fn tls(connector: HttpConnector, extra_roots: &[String]) -> Result<Connector, Error> {
+    if extra_roots.is_empty() {
+        Ok(connector)
+    } else {
+        Err(ErrorKind::Config("a root certificate needs idmint-client's `rustls` feature".into())
+            .into())
+    }
+}
+
+/// With the `rustls` feature: `https://` over rustls (ring), verified against the system's
+/// root certificates and `extra_roots`; `http://` stays plain.
+#[cfg(feature = "rustls")]
+fn tls(mut connector: HttpConnector, extra_roots: &[String]) -> Result<Connector, Error> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject};
+
+    let config_error = |what: String| Error::from(ErrorKind::Config(what));
+    let mut roots = rustls::RootCertStore::empty();
+    // The system's roots; a machine without any still reaches servers of `extra_roots`.
+    for cert in rustls_native_certs_or_empty() {
+        let _ = roots.add(cert);
+    }
+    for pem in extra_roots {
+        let mut found = 0;
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let cert = cert.map_err(|e| config_error(format!("bad root certificate: {e}")))?;
+            roots.add(cert).map_err(|e| config_error(format!("bad root certificate: {e}")))?;
+            found += 1;
+        }
+        if found == 0 {
+            return Err(config_error("a root certificate PEM holds no certificate".into()));
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| config_error(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    connector.enforce_http(false);
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector))
+}
+
+/// The system's root certificates (none where it has none).
+#[cfg(feature = "rustls")]
+fn rustls_native_certs_or_empty() -> Vec<rustls_pki_types::CertificateDer<'static>> {
+    rustls_native_certs::load_native_certs().certs
 }
 
 impl Transport {
     /// A transport that sends `token` (if any) as a bearer token, and gives up connecting
-    /// after `connect_timeout`.
-    pub(crate) fn new(token: Option<&str>, connect_timeout: Duration) -> Result<Self, Error> {
+    /// after `connect_timeout`. With feature `rustls`, `https://` endpoints are verified
+    /// against the system's roots and `extra_roots` (PEM).
+    pub(crate) fn new(
+        token: Option<&str>,
+        connect_timeout: Duration,
+        extra_roots: &[String],
+    ) -> Result<Self, Error> {
         let authorization = token
             .map(|token| {
                 let mut value =
@@ -106,6 +176,7 @@ impl Transport {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect_timeout));
+        let connector = tls(connector, extra_roots)?;
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
@@ -274,7 +345,10 @@ mod tests {
         check("http://127.0.0.1:8080", Ok("http://127.0.0.1:8080"));
         check("http://127.0.0.1:8080/", Ok("http://127.0.0.1:8080"));
         check(" http://ids.internal/idmint/ ", Ok("http://ids.internal/idmint"));
-        check("https://ids.internal", Err("https is not supported"));
+        #[cfg(not(feature = "rustls"))]
+        check("https://ids.internal", Err("needs idmint-client's `rustls` feature"));
+        #[cfg(feature = "rustls")]
+        check("https://ids.internal", Ok("https://ids.internal"));
         check("127.0.0.1:8080", Err("must start with http://"));
         check("http://", Err("endpoint `http://`"));
         check("http://a/?x=1", Err("must not have a query"));
@@ -323,9 +397,9 @@ mod tests {
 
     #[test]
     fn tokens_must_be_header_safe() {
-        assert!(Transport::new(Some("s3cret"), Duration::from_secs(1)).is_ok());
+        assert!(Transport::new(Some("s3cret"), Duration::from_secs(1), &[]).is_ok());
         assert!(matches!(
-            Transport::new(Some("line\nbreak"), Duration::from_secs(1)),
+            Transport::new(Some("line\nbreak"), Duration::from_secs(1), &[]),
             Err(e) if matches!(e.kind(), ErrorKind::Config(_))
         ));
     }

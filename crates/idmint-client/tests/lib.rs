@@ -10,6 +10,7 @@
 //! | `prefetch` | `next()` is served from memory; unique, ordered IDs; `batch`, `close` |
 //! | `blocking` | the blocking facade from a plain thread |
 //! | `builder` | settings are checked |
+//! | `tls` | `https://` through a TLS front, with a private root; refused without it (feature `rustls`) |
 
 #[cfg(feature = "blocking")]
 #[path = "lib/blocking.rs"]
@@ -26,3 +27,6 @@ mod retries;
 mod support;
 #[path = "lib/timeouts.rs"]
 mod timeouts;
+#[cfg(feature = "rustls")]
+#[path = "lib/tls.rs"]
+mod tls;
