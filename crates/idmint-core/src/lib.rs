@@ -80,6 +80,8 @@ mod trace_id;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use crate::clock::ManualClock;
+#[cfg(feature = "test-no-clock-guard")]
+pub use crate::clock::disable_clock_guard_for_tests;
 pub use crate::{
     bits::{BitField, BitLayout, Capacity, FieldConfig, FieldRole, LayoutConfig},
     clock::{Anchor, Clock, SystemClock},
