@@ -43,13 +43,14 @@ impl Shared {
 }
 
 /// One HTTP client thread: `GET /v1/batch?count=N` on `addr` (through a proxy, or not), named
-/// `server` in the history, until stopped.
+/// `server` in the history, until stopped, pausing `pace` after each answer.
 pub(crate) fn http_client(
     shared: Shared,
     name: String,
     server: String,
     addr: SocketAddr,
     count: u64,
+    pace: Duration,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut connection: Option<BufReader<TcpStream>> = None;
@@ -101,6 +102,8 @@ pub(crate) fn http_client(
             shared.record(&[invoke, outcome]);
             if refused {
                 std::thread::sleep(Duration::from_millis(20));
+            } else if !pace.is_zero() {
+                std::thread::sleep(pace);
             }
         }
     })

@@ -56,6 +56,8 @@ pub(crate) struct Node {
     pub(crate) grpc: SocketAddr,
     /// How many times it was started.
     pub(crate) starts: u32,
+    /// Another library to preload (the storage failpoint) and the variables it reads.
+    pub(crate) preload: Option<(PathBuf, Vec<(String, String)>)>,
 }
 
 impl Node {
@@ -91,6 +93,7 @@ impl Node {
             http,
             grpc,
             starts: 0,
+            preload: None,
         })
     }
 
@@ -124,12 +127,20 @@ impl Node {
         for name in CLEARED_ENV {
             command.env_remove(name);
         }
+        let mut preload = Vec::new();
+        if let Some((lib, vars)) = &self.preload {
+            preload.push(lib.display().to_string());
+            command.envs(vars.iter().map(|(k, v)| (k, v)));
+        }
         if let Some((lib, file)) = &self.faketime {
+            preload.push(lib.display().to_string());
             command
-                .env("LD_PRELOAD", lib)
                 .env("FAKETIME_TIMESTAMP_FILE", file)
                 .env("FAKETIME_NO_CACHE", "1")
                 .env("DONT_FAKE_MONOTONIC", "1");
+        }
+        if !preload.is_empty() {
+            command.env("LD_PRELOAD", preload.join(" "));
         }
         let child = command.spawn().map_err(ChaosError::io(format!(
             "start {} ({})",

@@ -14,12 +14,7 @@ mod nemesis;
 mod proxy;
 mod scenario;
 
-use std::{
-    collections::BTreeMap,
-    path::PathBuf,
-    process::ExitCode,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Instant};
 
 use clap::{Parser, Subcommand};
 
@@ -134,6 +129,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
         unsafe_idmint: args.unsafe_idmint.clone(),
         out: args.out.clone(),
         scale: args.scale,
+        soak_minutes: args.soak.unwrap_or(0.0),
     };
     let started = Instant::now();
     let mut rng = Rng::new(seed);
@@ -151,23 +147,14 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
     } else if args.soak.is_none() {
         return Err(ChaosError::Usage("give --quick, --soak MINUTES or --scenario NAME".into()));
     }
-    let soak_end = args.soak.map(|m| started + Duration::from_secs_f64(m * 60.0));
+    if args.soak.is_some() {
+        plan.push((scenario::SOAK, false, seed));
+    }
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut errors: Vec<String> = Vec::new();
     let mut controls = (0u64, 0u64);
     let mut scenarios = (0u64, 0u64);
-    let mut next = 0;
-    loop {
-        let (s, as_control, s_seed) = if let Some(end) = soak_end {
-            if Instant::now() >= end {
-                break;
-            }
-            (SCENARIOS[rng.index(SCENARIOS.len())], false, rng.next_u64() % 1_000_000)
-        } else {
-            let Some(item) = plan.get(next) else { break };
-            next += 1;
-            *item
-        };
+    for &(s, as_control, s_seed) in &plan {
         let control = if as_control { s.control } else { None };
         if as_control && control.is_none() {
             return Err(ChaosError::Usage(format!("{} has no negative control", s.name)));
@@ -220,6 +207,12 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                     eprintln!("      e.g. {example}");
                 }
                 eprintln!("      history: {}", outcome.history.display());
+                if outcome.rss_by_minute.len() > 1 {
+                    eprintln!(
+                        "      servers' peak RSS by minute (KiB): {:?}",
+                        outcome.rss_by_minute
+                    );
+                }
                 outcomes.push(outcome);
             }
             Err(e) => {

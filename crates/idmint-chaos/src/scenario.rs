@@ -99,11 +99,16 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         run: partition_server_etcd,
     },
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
+    Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
 ];
+
+/// The long soak (T23), run by `--soak MINUTES`, not by `--quick`.
+pub(crate) const SOAK: Scenario =
+    Scenario { name: "soak", anchor: "T23", control: None, run: soak };
 
 /// Finds a scenario by name.
 pub(crate) fn find(name: &str) -> Result<Scenario, ChaosError> {
-    SCENARIOS.iter().copied().find(|s| s.name == name).ok_or_else(|| {
+    SCENARIOS.iter().copied().chain([SOAK]).find(|s| s.name == name).ok_or_else(|| {
         let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
         ChaosError::Usage(format!("no scenario `{name}`; there are: {}", names.join(", ")))
     })
@@ -120,6 +125,8 @@ pub(crate) struct Setup {
     pub(crate) out: PathBuf,
     /// How long the load phases last, relative to the quick defaults (1.0).
     pub(crate) scale: f64,
+    /// The length of the `soak` scenario, in minutes.
+    pub(crate) soak_minutes: f64,
 }
 
 /// The outcome of one scenario run.
@@ -133,6 +140,8 @@ pub(crate) struct Outcome {
     pub(crate) seconds: f64,
     /// Peak RSS of the servers, in KiB, sampled during the run.
     pub(crate) max_rss_kib: u64,
+    /// The servers' peak RSS per minute of the run, in KiB.
+    pub(crate) rss_by_minute: BTreeMap<u64, u64>,
 }
 
 /// Runs one scenario (as a negative control when `control` is set) with `seed`.
@@ -182,6 +191,10 @@ pub(crate) fn run(
         tasks: Vec::new(),
         data_dir: None,
         max_rss_kib: 0,
+        pace: (HTTP_BATCH, Duration::ZERO),
+        soak: Duration::from_secs_f64(setup.soak_minutes * 60.0),
+        rss_by_minute: BTreeMap::new(),
+        started,
     };
     eprintln!("== {label}");
     let body = (scenario.run)(&mut run);
@@ -199,6 +212,7 @@ pub(crate) fn run(
         history,
         seconds: started.elapsed().as_secs_f64(),
         max_rss_kib: run.max_rss_kib,
+        rss_by_minute: std::mem::take(&mut run.rss_by_minute),
     })
 }
 
@@ -220,6 +234,13 @@ pub(crate) struct Run {
     /// The shared data directory of embedded-store servers.
     data_dir: Option<PathBuf>,
     max_rss_kib: u64,
+    /// HTTP clients' batch size and pause between requests.
+    pace: (u64, Duration),
+    /// The soak's length.
+    soak: Duration,
+    /// RSS samples of the soak: (minute, max KiB in it).
+    rss_by_minute: BTreeMap<u64, u64>,
+    started: Instant,
 }
 
 /// HTTP batch size: large, so that millions of IDs cost few requests.
@@ -256,6 +277,9 @@ impl Run {
                     .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
             {
                 self.max_rss_kib = self.max_rss_kib.max(kib);
+                let minute = self.started.elapsed().as_secs() / 60;
+                let slot = self.rss_by_minute.entry(minute).or_default();
+                *slot = (*slot).max(kib);
             }
         }
     }
@@ -359,12 +383,14 @@ impl Run {
             let name = format!("http{}", self.threads.len());
             let addr = via.unwrap_or(self.nodes[i].http);
             let server = self.nodes[i].name.clone();
+            let (batch, pace) = self.pace;
             self.threads.push(client::http_client(
                 self.shared.clone(),
                 name,
                 server,
                 addr,
-                HTTP_BATCH,
+                batch,
+                pace,
             ));
         }
     }
@@ -615,9 +641,9 @@ fn etcd_leader_kill(run: &mut Run) -> Result<(), ChaosError> {
 fn partition_server_etcd(run: &mut Run) -> Result<(), ChaosError> {
     run.etcd(1)?;
     let mut proxies = Vec::new();
-    for pool in ["2", "2", "3"] {
+    for (n, pool) in ["2", "2", "2"].into_iter().enumerate() {
         let (endpoints, proxy) = run.etcd_endpoints(true)?;
-        let spare = pool == "3";
+        let spare = n == 2;
         let mut extra = vec!["--generator-pool", pool];
         if spare {
             extra.push("--wait-for-claim");
@@ -696,4 +722,160 @@ pub(crate) fn nemeses(outcomes: &[Outcome]) -> BTreeMap<String, u64> {
         }
     }
     counts
+}
+
+/// The storage failpoint, compiled once per output directory with gcc.
+fn failpoint_library(dir: &std::path::Path) -> Result<PathBuf, ChaosError> {
+    let out = dir.parent().unwrap_or(dir).join("storage_faults.so");
+    if out.is_file() {
+        return Ok(out);
+    }
+    let source = dir.join("storage_faults.c");
+    std::fs::write(&source, include_str!("../failpoint/storage_faults.c"))
+        .map_err(ChaosError::io("write the failpoint source"))?;
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .map_err(ChaosError::io("run gcc (apt-get install gcc)"))?;
+    if !built.success() {
+        return Err(ChaosError::Server("gcc could not build the storage failpoint".into()));
+    }
+    Ok(out)
+}
+
+/// T20: one server on the embedded store with an LD_PRELOAD failpoint, under load: fsync of
+/// the data directory fails with EIO for 4 s, then the disk is "full" (ENOSPC on write and
+/// fsync) for 4 s; the server must not serve above a mark it could not store. Then it is
+/// killed with SIGKILL and restarted with its clock 5 s back: it must start above every ID
+/// it issued.
+fn storage_faults(run: &mut Run) -> Result<(), ChaosError> {
+    let lib = failpoint_library(&run.dir)?;
+    let args = run.embedded_args(&["--generator-id", "0"]);
+    let data = run.data_dir.clone().unwrap_or_default();
+    std::fs::create_dir_all(&data).map_err(ChaosError::io("create the data directory"))?;
+    let data = data.canonicalize().map_err(ChaosError::io("resolve the data directory"))?;
+    let control = run.dir.join("storage.fail");
+    std::fs::write(&control, "pass\n").map_err(ChaosError::io("write the failpoint file"))?;
+    let i = run.node(args, true)?;
+    run.nodes[i].preload = Some((
+        lib,
+        vec![
+            ("CHAOS_FAIL_FILE".into(), control.display().to_string()),
+            ("CHAOS_FAIL_PATH".into(), data.display().to_string()),
+        ],
+    ));
+    run.start(i)?;
+    run.http(i, 2, None);
+    run.grpc(i);
+    run.hold(Duration::from_secs(2));
+    for (mode, kind) in [("eio", "fsync_eio"), ("enospc", "disk_full")] {
+        std::fs::write(&control, mode).map_err(ChaosError::io("write the failpoint file"))?;
+        run.fired(kind, format!("s0 data directory: {mode} for 4 s"));
+        run.hold(Duration::from_secs(4));
+        std::fs::write(&control, "pass").map_err(ChaosError::io("write the failpoint file"))?;
+        run.fired("storage_heal", "s0 data directory healthy".into());
+        // A server that refused to go on needs an operator: the harness restarts it.
+        if run.nodes[i].ready() || run.nodes[i].wait_ready(Duration::from_secs(8)).is_ok() {
+            run.hold(Duration::from_secs(2));
+        } else {
+            run.nodes[i].kill9();
+            run.fired("kill9", "s0 SIGKILL (not ready after the fault)".into());
+            run.start(i)?;
+        }
+    }
+    run.nodes[i].kill9();
+    run.fired("kill9", "s0 SIGKILL".into());
+    run.nodes[i].set_clock(-5.0)?;
+    run.fired("clock_restart_back", "s0 restarts at -5 s".into());
+    run.start(i)?;
+    let d = run.secs(3.0);
+    run.hold(d);
+    Ok(())
+}
+
+/// T23: three servers on a three-member etcd (each through its own proxies, under
+/// libfaketime) and a spare, under paced load (about 20,000 IDs/s) for the soak's length; every
+/// 10–30 s (seeded) one nemesis: SIGKILL and restart, SIGSTOP past the lease, a clock step
+/// (held 2 s, then back), an etcd leader kill, or a partition from etcd (6 s).
+fn soak(run: &mut Run) -> Result<(), ChaosError> {
+    run.pace = (1_000, Duration::from_millis(45));
+    run.etcd(3)?;
+    let mut proxies = Vec::new();
+    for n in 0..4 {
+        let (endpoints, proxy) = run.etcd_endpoints(true)?;
+        let mut extra = vec!["--generator-pool", "3"];
+        if n == 3 {
+            extra.push("--wait-for-claim");
+        }
+        let args = run.etcd_args(&endpoints, 2, 4_000, &extra);
+        let i = run.node(args, true)?;
+        if n == 3 {
+            run.nodes[i].start()?;
+        } else {
+            run.start(i)?;
+        }
+        proxies.push(proxy);
+    }
+    for i in 0..4 {
+        run.http(i, 1, None);
+    }
+    let end = Instant::now() + run.soak;
+    let steps = [-0.005, -1.0, -10.0, -3600.0, 0.5, 3600.0];
+    while Instant::now() < end {
+        let wait = Duration::from_secs(run.rng.between(10, 30));
+        run.hold(wait.min(end.saturating_duration_since(Instant::now())));
+        if Instant::now() >= end {
+            break;
+        }
+        let i = run.rng.index(4);
+        let name = run.nodes[i].name.clone();
+        match run.rng.index(5) {
+            0 => {
+                run.nodes[i].kill9();
+                run.fired("kill9", format!("{name} SIGKILL"));
+                run.nodes[i].start()?;
+            }
+            1 => {
+                run.nodes[i].pause()?;
+                run.fired("sigstop", format!("{name} SIGSTOP for 6 s"));
+                run.hold(Duration::from_secs(6));
+                run.nodes[i].resume()?;
+                run.fired("sigcont", format!("{name} SIGCONT"));
+            }
+            2 => {
+                let step = steps[run.rng.index(steps.len())];
+                run.nodes[i].set_clock(step)?;
+                let kind = if step < 0.0 { "clock_step_back" } else { "clock_step_forward" };
+                run.fired(kind, format!("{name} clock {step:+} s"));
+                run.hold(Duration::from_secs(2));
+                run.nodes[i].set_clock(0.0)?;
+                run.fired("clock_step_reset", format!("{name} clock back to true time"));
+            }
+            3 => {
+                let etcd = run.etcd.as_mut().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+                let leader = run.runtime.block_on(etcd.leader())?;
+                etcd.kill(leader)?;
+                run.fired("etcd_leader_kill", format!("etcd member {leader} SIGKILL"));
+                run.hold(Duration::from_secs(3));
+                let etcd = run.etcd.as_mut().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+                run.runtime.block_on(etcd.restart(leader))?;
+                run.fired("etcd_restart", format!("etcd member {leader} restarted"));
+            }
+            _ => {
+                for proxy in &proxies[i] {
+                    proxy.blackhole();
+                }
+                run.fired("partition_etcd", format!("{name} ↔ etcd blackholed for 6 s"));
+                run.hold(Duration::from_secs(6));
+                for proxy in &proxies[i] {
+                    proxy.heal();
+                }
+                run.fired("heal", format!("{name} ↔ etcd healed"));
+            }
+        }
+    }
+    Ok(())
 }
