@@ -79,6 +79,10 @@ struct RunArgs {
     /// Fail unless at least this many IDs were checked (over the scenarios, not controls).
     #[arg(long, default_value_t = 0)]
     min_ids: u64,
+    /// Keep the histories of runs that passed (and of controls that were caught) [default:
+    /// only those that failed are kept, for `check`: a quick run writes gigabytes].
+    #[arg(long)]
+    keep_histories: bool,
 }
 
 #[allow(clippy::print_stdout, clippy::print_stderr, reason = "a command line tool")]
@@ -206,7 +210,16 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                 {
                     eprintln!("      e.g. {example}");
                 }
-                eprintln!("      history: {}", outcome.history.display());
+                let expected = match control {
+                    Some(_) => r.caught() && r.ids > 0,
+                    None => r.valid,
+                };
+                if expected && !args.keep_histories {
+                    let _ = std::fs::remove_file(&outcome.history);
+                    eprintln!("      history: removed (passed; --keep-histories keeps it)");
+                } else {
+                    eprintln!("      history: {}", outcome.history.display());
+                }
                 if outcome.rss_by_minute.len() > 1 {
                     eprintln!(
                         "      servers' peak RSS by minute (KiB): {:?}",
