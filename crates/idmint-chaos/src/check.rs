@@ -31,6 +31,9 @@ pub(crate) fn time_of(id: u64) -> u64 {
     (id >> 22) + Snowflake::EPOCH_MS
 }
 
+/// One operation's IDs of one generator ID: (invoked, returned, smallest, largest, operation).
+type Span = (u64, u64, u64, u64, u32);
+
 /// One acknowledged operation.
 #[derive(Debug)]
 struct Op {
@@ -223,7 +226,7 @@ impl Checker {
     /// that returned before it began.
     fn check_order(&mut self) {
         // (server, generator) -> [(invoked, returned, min, max, op)]
-        let mut groups: HashMap<(u32, u64), Vec<(u64, u64, u64, u64, u32)>> = HashMap::new();
+        let mut groups: HashMap<(u32, u64), Vec<Span>> = HashMap::new();
         let mut start = 0;
         while start < self.ids.len() {
             let op = self.ids[start].1;

@@ -5,6 +5,17 @@
 //! controls that must be caught; it ends with one JSON line on stdout. `check FILE...` replays
 //! histories through the same checker. `scripts/chaos` is the entry point that builds it.
 
+/// Progress on stderr (stdout holds only the final JSON line).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        #[allow(clippy::print_stderr, reason = "the harness's progress")]
+        {
+            eprintln!($($arg)*);
+        }
+    }};
+}
+pub(crate) use say;
+
 mod check;
 mod client;
 mod cluster;

@@ -25,34 +25,34 @@ use crate::{
     proxy::Proxy,
 };
 
-/// A protection a negative control removes.
+/// The protection a negative control removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Control {
     /// `--unsafe-no-fence`: the etcd coordinator ignores marks and skips its fence.
-    NoFence,
+    Fence,
     /// `--unsafe-no-durable-mark`: a claim ignores the stored mark (starts at the clock).
-    NoDurableMark,
+    DurableMark,
     /// `--unsafe-no-clock-guard`: logical time follows the wall clock back, and the
     /// generator restarts at a clock behind its last ID instead of continuing above it.
-    NoClockGuard,
+    ClockGuard,
 }
 
 impl Control {
     /// The hidden flag of the unsafe build.
     pub(crate) fn flag(self) -> &'static str {
         match self {
-            Control::NoFence => "--unsafe-no-fence",
-            Control::NoDurableMark => "--unsafe-no-durable-mark",
-            Control::NoClockGuard => "--unsafe-no-clock-guard",
+            Control::Fence => "--unsafe-no-fence",
+            Control::DurableMark => "--unsafe-no-durable-mark",
+            Control::ClockGuard => "--unsafe-no-clock-guard",
         }
     }
 
     /// Its name in reports.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Control::NoFence => "no-fence",
-            Control::NoDurableMark => "no-durable-mark",
-            Control::NoClockGuard => "no-clock-guard",
+            Control::Fence => "no-fence",
+            Control::DurableMark => "no-durable-mark",
+            Control::ClockGuard => "no-clock-guard",
         }
     }
 }
@@ -76,19 +76,19 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "restart-clock-back",
         anchor: "T3",
-        control: Some(Control::NoDurableMark),
+        control: Some(Control::DurableMark),
         run: restart_clock_back,
     },
     Scenario {
         name: "clock-steps",
         anchor: "T4, T5",
-        control: Some(Control::NoClockGuard),
+        control: Some(Control::ClockGuard),
         run: clock_steps,
     },
     Scenario {
         name: "pause-takeover-etcd",
         anchor: "T6",
-        control: Some(Control::NoFence),
+        control: Some(Control::Fence),
         run: pause_takeover,
     },
     Scenario { name: "etcd-leader-kill", anchor: "T7", control: None, run: etcd_leader_kill },
@@ -196,7 +196,7 @@ pub(crate) fn run(
         rss_by_minute: BTreeMap::new(),
         started,
     };
-    eprintln!("== {label}");
+    crate::say!("== {label}");
     let body = (scenario.run)(&mut run);
     let finished = run.finish();
     body?;
@@ -286,7 +286,7 @@ impl Run {
 
     /// Records a nemesis.
     fn fired(&self, kind: &str, detail: String) {
-        eprintln!("   nemesis {kind}: {detail}");
+        crate::say!("   nemesis {kind}: {detail}");
         let t = self.shared.recorder.now();
         let _ = self.shared.recorder.record(&[Event::Nemesis { kind: kind.into(), t, detail }]);
     }
@@ -435,7 +435,7 @@ impl Run {
         }
         self.shared.recorder.record(&events)?;
         self.shared.recorder.flush()?;
-        eprintln!("   {} IDs acknowledged", self.shared.acknowledged.load(Ordering::Relaxed));
+        crate::say!("   {} IDs acknowledged", self.shared.acknowledged.load(Ordering::Relaxed));
         Ok(())
     }
 
