@@ -182,13 +182,17 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
         match outcome {
             Ok(outcome) => {
                 let r = &outcome.report;
+                if let Some(error) = &outcome.error {
+                    say!("   {} seed {}: ERROR {error}", outcome.scenario, outcome.seed);
+                    errors.push(format!("{}: {error}", outcome.scenario));
+                }
                 let verdict = match control {
                     Some(_) if r.caught() && r.ids > 0 => {
                         controls.1 += 1;
                         "CAUGHT (as it must be)"
                     }
                     Some(_) => "NOT CAUGHT: the checker missed the removed protection",
-                    None if r.valid => {
+                    None if r.valid && outcome.error.is_none() => {
                         scenarios.1 += 1;
                         "passed"
                     }
@@ -223,7 +227,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                 }
                 let expected = match control {
                     Some(_) => r.caught() && r.ids > 0,
-                    None => r.valid,
+                    None => r.valid && outcome.error.is_none(),
                 };
                 if expected && !args.keep_histories {
                     let _ = std::fs::remove_file(&outcome.history);
