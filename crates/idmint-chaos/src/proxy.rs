@@ -112,3 +112,60 @@ async fn pipe(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{Read, Write},
+        net::{TcpListener, TcpStream},
+        time::Duration,
+    };
+
+    use super::Proxy;
+
+    /// An echo server on a free port, on its own thread.
+    fn echo() -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut stream = stream;
+                    let mut buffer = [0u8; 64];
+                    while let Ok(n) = stream.read(&mut buffer) {
+                        if n == 0 || stream.write_all(&buffer[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// Sends one byte and reads `echoes` bytes back within `limit`: whether they came.
+    fn round_trip(stream: &mut TcpStream, limit: Duration, echoes: usize) -> bool {
+        stream.set_read_timeout(Some(limit)).expect("timeout");
+        let mut bytes = vec![0u8; echoes];
+        stream.write_all(b"x").is_ok()
+            && stream.read_exact(&mut bytes).is_ok()
+            && bytes.iter().all(|b| *b == b'x')
+    }
+
+    #[test]
+    fn a_proxy_passes_blackholes_and_heals_one_connection() {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let proxy = Proxy::start(runtime.handle(), echo()).expect("proxy");
+        let mut stream = TcpStream::connect(proxy.addr).expect("connect");
+        assert!(round_trip(&mut stream, Duration::from_secs(5), 1), "pass");
+        proxy.blackhole();
+        assert!(!round_trip(&mut stream, Duration::from_millis(300), 1), "blackholed");
+        proxy.heal();
+        // The byte held back during the blackhole arrives first, then the new one.
+        assert!(round_trip(&mut stream, Duration::from_secs(5), 2), "healed");
+        proxy.delay(50);
+        let started = std::time::Instant::now();
+        assert!(round_trip(&mut stream, Duration::from_secs(5), 1), "delayed");
+        assert!(started.elapsed() >= Duration::from_millis(50), "{:?}", started.elapsed());
+    }
+}
