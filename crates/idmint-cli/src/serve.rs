@@ -190,6 +190,16 @@ pub(crate) struct Args {
     #[cfg(feature = "test-no-fence")]
     #[arg(long, hide = true)]
     unsafe_no_fence: bool,
+    /// TESTS ONLY (feature `test-no-durable-mark`): claims of the embedded store ignore stored
+    /// marks, the chaos harness's negative control. Never use it to serve.
+    #[cfg(feature = "test-no-durable-mark")]
+    #[arg(long, hide = true)]
+    unsafe_no_durable_mark: bool,
+    /// TESTS ONLY (feature `test-no-clock-guard`): logical time follows the wall clock back,
+    /// the chaos harness's negative control. Never use it to serve.
+    #[cfg(feature = "test-no-clock-guard")]
+    #[arg(long, hide = true)]
+    unsafe_no_clock_guard: bool,
 }
 
 /// Where claims and marks are kept.
@@ -323,8 +333,23 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     #[cfg(not(feature = "test-no-fence"))]
     let unfenced = false;
     anyhow::ensure!(!unfenced || matches!(store, Store::Etcd(_)), "--unsafe-no-fence needs --etcd");
+    #[cfg(feature = "test-no-clock-guard")]
+    if args.unsafe_no_clock_guard {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-clock-guard: time follows the clock back; a negative control for tests only"
+        );
+        idmint_core::disable_clock_guard_for_tests();
+    }
+    #[cfg(feature = "test-no-durable-mark")]
+    let unmarked = args.unsafe_no_durable_mark;
+    #[cfg(not(feature = "test-no-durable-mark"))]
+    let unmarked = false;
+    anyhow::ensure!(
+        !unmarked || matches!(store, Store::File(_)),
+        "--unsafe-no-durable-mark is for the embedded store"
+    );
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, listen, grpc_listen, store, stores, unfenced))
+    runtime.block_on(serve(config, listen, grpc_listen, store, stores, (unfenced, unmarked)))
 }
 
 /// The stores the configured namespaces need, opened (or connected) beside the coordinator.
@@ -453,9 +478,20 @@ async fn coordinator(
     store: &Store,
     adopt: Option<Adopt>,
     unfenced: bool,
+    unmarked: bool,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     match (store, adopt) {
-        (Store::File(dir), None) => Ok(Arc::new(FileCoordinator::open(dir)?)),
+        #[cfg(feature = "test-no-durable-mark")]
+        (Store::File(dir), None) if unmarked => {
+            tracing::error!(
+                "UNSAFE: --unsafe-no-durable-mark: claims ignore stored marks; a negative control for tests only"
+            );
+            Ok(Arc::new(FileCoordinator::open(dir)?.without_durable_marks()))
+        }
+        (Store::File(dir), None) => {
+            let _ = unmarked;
+            Ok(Arc::new(FileCoordinator::open(dir)?))
+        }
         (Store::File(dir), Some(adopt)) => {
             tracing::warn!(data_dir = %dir.display(), margin_ms = adopt.margin_ms, "adopting the data directory: claims start above the clock plus the margin");
             Ok(Arc::new(FileCoordinator::open_adopting(dir, adopt)?))
@@ -531,9 +567,9 @@ async fn serve(
     grpc_listen: Option<String>,
     store: Store,
     stores: StoreSettings,
-    unfenced: bool,
+    (unfenced, unmarked): (bool, bool),
 ) -> anyhow::Result<()> {
-    let coordinator = coordinator(&store, stores.adopt, unfenced).await?;
+    let coordinator = coordinator(&store, stores.adopt, unfenced, unmarked).await?;
     let backends = backends(coordinator, &config, &stores, &store).await?;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;

@@ -70,6 +70,9 @@ pub struct FileCoordinator {
     holder_suffix: String,
     next_token: AtomicU64,
     held: Mutex<HashMap<u64, Arc<Held>>>,
+    /// Off only in the `test-no-durable-mark` negative control.
+    #[cfg(feature = "test-no-durable-mark")]
+    marks: std::sync::atomic::AtomicBool,
 }
 
 /// A claim this coordinator holds.
@@ -157,7 +160,21 @@ impl FileCoordinator {
             holder_suffix,
             next_token: AtomicU64::new(1),
             held: Mutex::default(),
+            #[cfg(feature = "test-no-durable-mark")]
+            marks: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// **Unsafe, tests only** (feature `test-no-durable-mark`): a negative control for the
+    /// chaos harness. Claims ignore the stored mark (they report none, so a server starts at
+    /// its clock) while marks are still written. It exists so that the harness can show it
+    /// catches the duplicates a restart with the clock set back then produces. Never enable
+    /// the feature in a build that serves.
+    #[cfg(feature = "test-no-durable-mark")]
+    #[must_use]
+    pub fn without_durable_marks(self) -> Self {
+        self.marks.store(false, Ordering::Relaxed);
+        self
     }
 
     /// Checks a coordinator's directory against its journal, changing nothing (for
@@ -457,7 +474,12 @@ impl Coordinator for FileCoordinator {
         let journal = self.journal.clone();
         let owned =
             request.clone().with_holder(format!("{} {}", request.holder, self.holder_suffix));
-        let locked = blocking(move || lock_first_free(&dir, &journal, &owned)).await?;
+        #[allow(unused_mut, reason = "changed only by the test-no-durable-mark control")]
+        let mut locked = blocking(move || lock_first_free(&dir, &journal, &owned)).await?;
+        #[cfg(feature = "test-no-durable-mark")]
+        if !self.marks.load(Ordering::Relaxed) {
+            locked.mark_ms = None;
+        }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (state, receiver) = watch::channel(ClaimState::Held { until: None });
         let held = Held {

@@ -173,6 +173,11 @@ impl Anchor {
     /// ```
     pub fn now_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
         use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+        #[cfg(feature = "test-no-clock-guard")]
+        if clock_guard_disabled() {
+            self.last_wall_ms.store(wall_ms, Relaxed);
+            return wall_ms;
+        }
         let mut offset = self.offset.load(Acquire);
         if wall_ms > mono_ms.saturating_add(offset) {
             // The wall clock is ahead (it stepped forward, or caught up): follow it.
@@ -201,4 +206,32 @@ impl Anchor {
         use std::sync::atomic::Ordering::Relaxed;
         self.last_ms.load(Relaxed).saturating_sub(self.last_wall_ms.load(Relaxed))
     }
+}
+
+#[cfg(feature = "test-no-clock-guard")]
+static NO_CLOCK_GUARD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// **Unsafe, tests only** (feature `test-no-clock-guard`): a negative control for the chaos
+/// harness. From now on, in this process, [`Anchor::now_ms`] returns the wall clock as it is
+/// (backwards too) and generators restart at a clock behind their last ID instead of
+/// continuing above it, as Twitter's early snowflake did. It exists so that the harness can
+/// show it catches the duplicates this lets through.
+///
+/// # Example
+///
+/// ```
+/// # #[cfg(feature = "test-no-clock-guard")] {
+/// idmint_core::disable_clock_guard_for_tests();
+/// assert_eq!(idmint_core::Anchor::new(0, 1_000, 0).now_ms(900, 10), 900);
+/// # }
+/// ```
+#[cfg(feature = "test-no-clock-guard")]
+pub fn disable_clock_guard_for_tests() {
+    NO_CLOCK_GUARD.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether [`disable_clock_guard_for_tests`] was called.
+#[cfg(feature = "test-no-clock-guard")]
+pub(crate) fn clock_guard_disabled() -> bool {
+    NO_CLOCK_GUARD.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -1,0 +1,477 @@
+//! The checker, in the spirit of Jepsen's `unique-ids`: over one or more histories it checks
+//! that every acknowledged ID is distinct; that per server and per generator ID the IDs grow
+//! in real time (an operation that began after another one ended returns larger IDs: the
+//! snowflake layout promises this order); that every ID's generator ID was claimed by the
+//! server that returned it (from the server's log); and that every ID's time is at or below
+//! the durable mark stored for its generator ID at the end (marks only grow, so the last one
+//! bounds every earlier one). It counts ok/fail/info operations and gaps (IDs skipped inside
+//! one millisecond, as lost answers leave them).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use idmint_core::Snowflake;
+use serde::Serialize;
+
+use crate::history::Event;
+
+/// The snowflake layout's sequence bits: an ID's lowest 12 bits.
+const SEQUENCE_BITS: u32 = 12;
+/// The generator ID (datacenter and worker, 10 bits) sits above the sequence.
+const GENERATOR_MASK: u64 = (1 << 10) - 1;
+/// How many examples of each kind of violation a report keeps.
+const EXAMPLES: usize = 5;
+
+/// The generator ID of a snowflake ID.
+pub(crate) fn generator_of(id: u64) -> u64 {
+    (id >> SEQUENCE_BITS) & GENERATOR_MASK
+}
+
+/// The Unix ms of a snowflake ID.
+pub(crate) fn time_of(id: u64) -> u64 {
+    (id >> 22) + Snowflake::EPOCH_MS
+}
+
+/// One operation's IDs of one generator ID: (invoked, returned, smallest, largest, operation).
+type Span = (u64, u64, u64, u64, u32);
+
+/// One acknowledged operation.
+#[derive(Debug)]
+struct Op {
+    client: u32,
+    server: Option<u32>,
+    invoked: u64,
+    returned: u64,
+}
+
+/// What the checker found.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Report {
+    /// Whether every check passed and at least one ID was checked.
+    pub(crate) valid: bool,
+    /// Operations invoked.
+    pub(crate) attempted: u64,
+    /// Operations that returned IDs.
+    pub(crate) ok: u64,
+    /// Operations refused (nothing issued).
+    pub(crate) fail: u64,
+    /// Ambiguous operations.
+    pub(crate) info: u64,
+    /// IDs acknowledged.
+    pub(crate) ids: u64,
+    /// IDs that were acknowledged more than once (each extra copy counts).
+    pub(crate) duplicates: u64,
+    /// Some of them.
+    pub(crate) duplicate_examples: Vec<String>,
+    /// The smallest and largest ID.
+    pub(crate) range: Option<(u64, u64)>,
+    /// Operations whose IDs were not above those of an operation on the same server and
+    /// generator ID that had returned before they began (or not increasing inside a batch).
+    pub(crate) order_violations: u64,
+    /// Some of them.
+    pub(crate) order_examples: Vec<String>,
+    /// IDs whose generator ID the server that returned them never claimed.
+    pub(crate) unclaimed: u64,
+    /// IDs whose time is above the stored mark of their generator ID (or that have none,
+    /// when marks were recorded).
+    pub(crate) above_mark: u64,
+    /// Some of them.
+    pub(crate) mark_examples: Vec<String>,
+    /// Holes inside one millisecond between consecutive acknowledged IDs of one generator ID.
+    pub(crate) gaps: u64,
+    /// The IDs those holes skipped.
+    pub(crate) skipped: u64,
+    /// Nemeses that fired, by kind.
+    pub(crate) nemeses: BTreeMap<String, u64>,
+}
+
+impl Report {
+    /// Whether any check found a violation (what a negative control must produce).
+    pub(crate) fn caught(&self) -> bool {
+        self.duplicates > 0
+            || self.order_violations > 0
+            || self.unclaimed > 0
+            || self.above_mark > 0
+    }
+}
+
+/// Builds a report from events, fed one at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Checker {
+    clients: Vec<String>,
+    client_index: HashMap<String, u32>,
+    servers: Vec<String>,
+    server_index: HashMap<String, u32>,
+    /// Per client, the pending invocation: (server, t).
+    pending: HashMap<u32, (Option<u32>, u64)>,
+    ops: Vec<Op>,
+    /// Every acknowledged ID with its operation.
+    ids: Vec<(u64, u32)>,
+    claims: HashMap<u32, HashSet<u64>>,
+    marks: HashMap<u64, u64>,
+    report: Report,
+}
+
+impl Checker {
+    fn client(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.client_index.get(name) {
+            return i;
+        }
+        let i = u32::try_from(self.clients.len()).unwrap_or(u32::MAX);
+        self.clients.push(name.to_owned());
+        self.client_index.insert(name.to_owned(), i);
+        i
+    }
+
+    fn server(&mut self, name: &str) -> Option<u32> {
+        if name == "*" {
+            return None;
+        }
+        if let Some(&i) = self.server_index.get(name) {
+            return Some(i);
+        }
+        let i = u32::try_from(self.servers.len()).unwrap_or(u32::MAX);
+        self.servers.push(name.to_owned());
+        self.server_index.insert(name.to_owned(), i);
+        Some(i)
+    }
+
+    /// Takes one event.
+    pub(crate) fn add(&mut self, event: Event) {
+        match event {
+            Event::Invoke { client, server, t, .. } => {
+                let client = self.client(&client);
+                let server = self.server(&server);
+                self.report.attempted += 1;
+                self.pending.insert(client, (server, t));
+            }
+            Event::Ok { client, t, ids } => {
+                let client = self.client(&client);
+                let Some((server, invoked)) = self.pending.remove(&client) else { return };
+                self.report.ok += 1;
+                let op = u32::try_from(self.ops.len()).unwrap_or(u32::MAX);
+                self.ops.push(Op { client, server, invoked, returned: t });
+                self.ids.extend(ids.into_iter().map(|id| (id, op)));
+            }
+            Event::Fail { client, .. } => {
+                let client = self.client(&client);
+                if self.pending.remove(&client).is_some() {
+                    self.report.fail += 1;
+                }
+            }
+            Event::Info { client, .. } => {
+                let client = self.client(&client);
+                if self.pending.remove(&client).is_some() {
+                    self.report.info += 1;
+                }
+            }
+            Event::Claim { server, generator } => {
+                if let Some(server) = self.server(&server) {
+                    self.claims.entry(server).or_default().insert(generator);
+                }
+            }
+            Event::Mark { generator, mark_ms } => {
+                let mark = self.marks.entry(generator).or_insert(mark_ms);
+                *mark = (*mark).max(mark_ms);
+            }
+            Event::Nemesis { kind, .. } => *self.report.nemeses.entry(kind).or_default() += 1,
+        }
+    }
+
+    /// Runs every check.
+    pub(crate) fn finish(mut self) -> Report {
+        // Operations still pending at the end were never answered: ambiguous.
+        self.report.info += self.pending.len() as u64;
+        self.report.ids = self.ids.len() as u64;
+        self.check_holders_and_marks();
+        self.check_order();
+        self.ids.sort_unstable();
+        self.check_unique();
+        self.count_gaps();
+        let report = &mut self.report;
+        report.valid = report.ids > 0 && !report.caught();
+        self.report
+    }
+
+    fn op_label(&self, op: u32) -> String {
+        let op = &self.ops[op as usize];
+        let server = op.server.map_or("*", |s| self.servers[s as usize].as_str());
+        format!("{}@{}", self.clients[op.client as usize], server)
+    }
+
+    fn check_holders_and_marks(&mut self) {
+        let marks_recorded = !self.marks.is_empty();
+        for &(id, op) in &self.ids {
+            let generator = generator_of(id);
+            if let Some(server) = self.ops[op as usize].server
+                && !self.claims.get(&server).is_some_and(|c| c.contains(&generator))
+            {
+                self.report.unclaimed += 1;
+            }
+            if marks_recorded {
+                let mark = self.marks.get(&generator).copied();
+                if mark.is_none_or(|m| time_of(id) > m) {
+                    self.report.above_mark += 1;
+                    if self.report.mark_examples.len() < EXAMPLES {
+                        self.report.mark_examples.push(format!(
+                            "id {id} (generator {generator}, time {}) above mark {mark:?}",
+                            time_of(id)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Per (server, generator): each batch increasing, and each operation above every one
+    /// that returned before it began.
+    fn check_order(&mut self) {
+        // (server, generator) -> [(invoked, returned, min, max, op)]
+        let mut groups: HashMap<(u32, u64), Vec<Span>> = HashMap::new();
+        let mut start = 0;
+        while start < self.ids.len() {
+            let op = self.ids[start].1;
+            let mut end = start;
+            while end < self.ids.len() && self.ids[end].1 == op {
+                end += 1;
+            }
+            let o = &self.ops[op as usize];
+            if let Some(server) = o.server {
+                let mut by_generator: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+                for &(id, _) in &self.ids[start..end] {
+                    let entry = by_generator.entry(generator_of(id)).or_insert((id, id, 0));
+                    if entry.2 > 0 && id <= entry.1 {
+                        self.report.order_violations += 1;
+                        if self.report.order_examples.len() < EXAMPLES {
+                            let label = format!(
+                                "{}@{}",
+                                self.clients[o.client as usize], self.servers[server as usize]
+                            );
+                            self.report
+                                .order_examples
+                                .push(format!("{label}: id {id} after {} in one batch", entry.1));
+                        }
+                    }
+                    entry.0 = entry.0.min(id);
+                    entry.1 = entry.1.max(id);
+                    entry.2 += 1;
+                }
+                for (generator, (min, max, _)) in by_generator {
+                    groups
+                        .entry((server, generator))
+                        .or_default()
+                        .push((o.invoked, o.returned, min, max, op));
+                }
+            }
+            start = end;
+        }
+        for ((_, generator), mut ops) in groups {
+            let mut by_return: Vec<(u64, u64)> = ops.iter().map(|o| (o.1, o.3)).collect();
+            by_return.sort_unstable();
+            ops.sort_unstable();
+            let (mut next, mut highest) = (0, None::<u64>);
+            for &(invoked, _, min, _, op) in &ops {
+                while next < by_return.len() && by_return[next].0 < invoked {
+                    highest = Some(highest.map_or(by_return[next].1, |h| h.max(by_return[next].1)));
+                    next += 1;
+                }
+                if let Some(h) = highest
+                    && min <= h
+                {
+                    self.report.order_violations += 1;
+                    if self.report.order_examples.len() < EXAMPLES {
+                        let label = self.op_label(op);
+                        self.report.order_examples.push(format!(
+                            "{label}: generator {generator}: id {min} not above {h}, returned before it began"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_unique(&mut self) {
+        let ids = &self.ids;
+        if let (Some(first), Some(last)) = (ids.first(), ids.last()) {
+            self.report.range = Some((first.0, last.0));
+        }
+        for pair in ids.windows(2) {
+            if pair[0].0 == pair[1].0 {
+                self.report.duplicates += 1;
+                if self.report.duplicate_examples.len() < EXAMPLES {
+                    let id = pair[0].0;
+                    let example = format!(
+                        "id {id} (generator {}, time {}) from {} and {}",
+                        generator_of(id),
+                        time_of(id),
+                        self.op_label(pair[0].1),
+                        self.op_label(pair[1].1)
+                    );
+                    self.report.duplicate_examples.push(example);
+                }
+            }
+        }
+    }
+
+    /// Holes inside one millisecond per generator ID, over the sorted IDs.
+    fn count_gaps(&mut self) {
+        let mut last: HashMap<u64, u64> = HashMap::new();
+        for &(id, _) in &self.ids {
+            if let Some(previous) = last.insert(generator_of(id), id)
+                && id > previous + 1
+                && time_of(id) == time_of(previous)
+            {
+                self.report.gaps += 1;
+                self.report.skipped += id - previous - 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use idmint_core::{AnyId, FieldValue, Layout};
+
+    use super::*;
+
+    /// Checks events from any source.
+    fn check(events: impl IntoIterator<Item = Event>) -> Report {
+        let mut checker = Checker::default();
+        for event in events {
+            checker.add(event);
+        }
+        checker.finish()
+    }
+
+    /// A snowflake ID from its parts.
+    fn id(time_ms: u64, generator: u64, sequence: u64) -> u64 {
+        ((time_ms - Snowflake::EPOCH_MS) << 22) | (generator << 12) | sequence
+    }
+
+    #[test]
+    fn decoding_agrees_with_the_snowflake_layout() {
+        let layout = Layout::builtin("snowflake").expect("layout");
+        for generator in [0, 1, 31, 32, 1023] {
+            let raw = id(1_800_000_000_123, generator, 7);
+            assert_eq!(generator_of(raw), generator);
+            assert_eq!(time_of(raw), 1_800_000_000_123);
+            let fields = layout.decode(AnyId::U64(raw)).expect("decode");
+            let identity = layout.identity(generator).expect("identity");
+            for (name, value) in identity {
+                assert!(fields.contains(&(name, value)), "generator {generator}");
+            }
+            assert!(fields.contains(&("sequence".to_owned(), FieldValue::Number(7))));
+        }
+    }
+
+    fn invoke(client: &str, server: &str, t: u64) -> Event {
+        Event::Invoke { client: client.into(), server: server.into(), t, count: 1 }
+    }
+
+    fn ok(client: &str, t: u64, ids: &[u64]) -> Event {
+        Event::Ok { client: client.into(), t, ids: ids.to_vec() }
+    }
+
+    fn claim(server: &str, generator: u64) -> Event {
+        Event::Claim { server: server.into(), generator }
+    }
+
+    const T: u64 = 1_800_000_000_000;
+
+    /// One table: each history and what the checker must say about it.
+    #[test]
+    fn check_finds_what_each_history_holds() {
+        struct Case {
+            name: &'static str,
+            events: Vec<Event>,
+            expect: fn(&Report) -> bool,
+        }
+        let cases = vec![
+            Case {
+                name: "clean",
+                events: vec![
+                    claim("s", 0),
+                    Event::Mark { generator: 0, mark_ms: T + 10 },
+                    invoke("a", "s", 1),
+                    ok("a", 2, &[id(T, 0, 0), id(T, 0, 1)]),
+                    invoke("a", "s", 3),
+                    ok("a", 4, &[id(T, 0, 5)]),
+                ],
+                expect: |r| r.valid && r.ids == 3 && r.gaps == 1 && r.skipped == 3,
+            },
+            Case {
+                name: "duplicate across servers",
+                events: vec![
+                    claim("s", 0),
+                    claim("u", 0),
+                    invoke("a", "s", 1),
+                    ok("a", 2, &[id(T, 0, 0)]),
+                    invoke("b", "u", 1),
+                    ok("b", 2, &[id(T, 0, 0)]),
+                ],
+                expect: |r| !r.valid && r.duplicates == 1 && r.duplicate_examples.len() == 1,
+            },
+            Case {
+                name: "real-time order on one server",
+                events: vec![
+                    claim("s", 0),
+                    invoke("a", "s", 1),
+                    ok("a", 2, &[id(T, 0, 9)]),
+                    invoke("b", "s", 3),
+                    ok("b", 4, &[id(T, 0, 3)]),
+                ],
+                expect: |r| r.order_violations == 1 && r.duplicates == 0,
+            },
+            Case {
+                name: "overlapping operations may return in any order",
+                events: vec![
+                    claim("s", 0),
+                    invoke("a", "s", 1),
+                    invoke("b", "s", 2),
+                    ok("a", 5, &[id(T, 0, 9)]),
+                    ok("b", 6, &[id(T, 0, 3)]),
+                ],
+                expect: |r| r.valid,
+            },
+            Case {
+                name: "unclaimed generator",
+                events: vec![claim("s", 1), invoke("a", "s", 1), ok("a", 2, &[id(T, 0, 0)])],
+                expect: |r| r.unclaimed == 1 && !r.valid,
+            },
+            Case {
+                name: "above the mark",
+                events: vec![
+                    claim("s", 0),
+                    Event::Mark { generator: 0, mark_ms: T - 1 },
+                    invoke("a", "s", 1),
+                    ok("a", 2, &[id(T, 0, 0)]),
+                ],
+                expect: |r| r.above_mark == 1 && !r.valid,
+            },
+            Case {
+                name: "fail and info count, and nothing checked is not valid",
+                events: vec![
+                    invoke("a", "s", 1),
+                    Event::Fail { client: "a".into(), t: 2, error: "503".into() },
+                    invoke("a", "s", 3),
+                    Event::Info { client: "a".into(), t: 4, error: "reset".into() },
+                    invoke("a", "s", 5),
+                ],
+                expect: |r| r.attempted == 3 && r.fail == 1 && r.info == 2 && !r.valid,
+            },
+            Case {
+                name: "clients that pick their server are checked for uniqueness only",
+                events: vec![
+                    invoke("c", "*", 1),
+                    ok("c", 2, &[id(T, 3, 9)]),
+                    invoke("c", "*", 3),
+                    ok("c", 4, &[id(T, 3, 9)]),
+                ],
+                expect: |r| r.duplicates == 1 && r.unclaimed == 0 && r.order_violations == 0,
+            },
+        ];
+        for case in cases {
+            let report = check(case.events);
+            assert!((case.expect)(&report), "{}: {report:?}", case.name);
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Clients that record histories: HTTP batches on one keep-alive connection (a thread each),
+//! gRPC `Stream` calls and `idmint-client` (tokio tasks). Each operation is recorded as
+//! `invoke`, then `ok` with its IDs, `fail` (an error answer: nothing issued) or `info` (no
+//! answer, a reset or a timeout: unknown).
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpStream},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use idmint_proto::grpc::{IdMintClient, StreamRequest};
+
+use crate::history::{Event, Recorder};
+
+/// How long a client waits for an answer before it records `info`.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What every client of a run shares: the history, the stop flag and the ID count.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub(crate) recorder: Recorder,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) acknowledged: Arc<AtomicU64>,
+}
+
+impl Shared {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn record(&self, events: &[Event]) {
+        if let Some(Event::Ok { ids, .. }) = events.last() {
+            self.acknowledged.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        }
+        // A history that cannot be written fails the run when it is checked (too few IDs).
+        let _ = self.recorder.record(events);
+    }
+}
+
+/// One HTTP client thread: `GET /v1/batch?count=N` on `addr` (through a proxy, or not), named
+/// `server` in the history, until stopped, pausing `pace` after each answer.
+pub(crate) fn http_client(
+    shared: Shared,
+    name: String,
+    server: String,
+    addr: SocketAddr,
+    count: u64,
+    pace: Duration,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut connection: Option<BufReader<TcpStream>> = None;
+        let request = format!("GET /v1/batch?count={count} HTTP/1.1\r\nhost: idmint\r\n\r\n");
+        while !shared.stopped() {
+            let t = shared.recorder.now();
+            let invoke = Event::Invoke { client: name.clone(), server: server.clone(), t, count };
+            if connection.is_none() {
+                match TcpStream::connect_timeout(&addr, TIMEOUT) {
+                    Ok(stream) => {
+                        let _ = stream.set_read_timeout(Some(TIMEOUT));
+                        let _ = stream.set_write_timeout(Some(TIMEOUT));
+                        let _ = stream.set_nodelay(true);
+                        connection = Some(BufReader::with_capacity(1 << 16, stream));
+                    }
+                    Err(e) => {
+                        // Nothing was sent: definitely nothing issued.
+                        let t = shared.recorder.now();
+                        shared.record(&[
+                            invoke,
+                            Event::Fail { client: name.clone(), t, error: format!("connect: {e}") },
+                        ]);
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                }
+            }
+            let Some(reader) = connection.as_mut() else { continue };
+            let answer =
+                reader.get_mut().write_all(request.as_bytes()).and_then(|()| read_response(reader));
+            let t = shared.recorder.now();
+            let outcome = match answer {
+                Ok((200, body)) => match parse_ids(&body) {
+                    Some(ids) => Event::Ok { client: name.clone(), t, ids },
+                    None => {
+                        Event::Info { client: name.clone(), t, error: "unreadable body".into() }
+                    }
+                },
+                Ok((status, body)) => {
+                    let error = format!("{status}: {}", String::from_utf8_lossy(&body));
+                    Event::Fail { client: name.clone(), t, error }
+                }
+                Err(e) => {
+                    connection = None;
+                    Event::Info { client: name.clone(), t, error: e.to_string() }
+                }
+            };
+            let refused = !matches!(outcome, Event::Ok { .. });
+            shared.record(&[invoke, outcome]);
+            if refused {
+                std::thread::sleep(Duration::from_millis(20));
+            } else if !pace.is_zero() {
+                std::thread::sleep(pace);
+            }
+        }
+    })
+}
+
+/// Reads one HTTP/1.1 response with a `content-length`: its status and body.
+fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<(u16, Vec<u8>)> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(bad("connection closed"));
+    }
+    let status: u16 =
+        line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| bad("status"))?;
+    let mut length = None;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(bad("connection closed in the head"));
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; length.ok_or_else(|| bad("no content-length"))?];
+    reader.read_exact(&mut body)?;
+    Ok((status, body))
+}
+
+/// The IDs of `{"namespace": ..., "ids": ["1", "2", ...]}`.
+fn parse_ids(body: &[u8]) -> Option<Vec<u64>> {
+    #[derive(serde::Deserialize)]
+    struct Batch {
+        ids: Vec<String>,
+    }
+    let batch: Batch = serde_json::from_slice(body).ok()?;
+    batch.ids.iter().map(|id| id.parse().ok()).collect()
+}
+
+/// One gRPC client task: `Stream` calls of `count`-ID messages from `addr` until stopped;
+/// every message is an operation invoked when the call began (the server may have made it
+/// any time since), reconnecting after an error.
+pub(crate) async fn grpc_client(
+    shared: Shared,
+    name: String,
+    server: String,
+    addr: SocketAddr,
+    count: u64,
+) {
+    while !shared.stopped() {
+        let started = shared.recorder.now();
+        let invoke = |t| Event::Invoke { client: name.clone(), server: server.clone(), t, count };
+        let call = async {
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                .map_err(|e| e.to_string())?
+                .connect_timeout(TIMEOUT)
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut client = IdMintClient::new(channel).max_decoding_message_size(usize::MAX);
+            let request =
+                StreamRequest { namespace: "default".into(), batch_size: count, batches: 0 };
+            client.stream(request).await.map(tonic::Response::into_inner).map_err(|e| e.to_string())
+        };
+        let error = match tokio::time::timeout(TIMEOUT, call).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err("no answer".to_owned()),
+        };
+        let mut stream = match error {
+            Ok(stream) => stream,
+            Err(error) => {
+                // The call never started: nothing was issued for it.
+                let t = shared.recorder.now();
+                shared.record(&[invoke(started), Event::Fail { client: name.clone(), t, error }]);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        while !shared.stopped() {
+            let next = tokio::time::timeout(TIMEOUT, stream.message()).await;
+            let t = shared.recorder.now();
+            match next {
+                Ok(Ok(Some(batch))) => {
+                    shared.record(&[
+                        invoke(started),
+                        Event::Ok { client: name.clone(), t, ids: batch.ids },
+                    ]);
+                }
+                Ok(Ok(None)) => break,
+                Ok(Err(status)) => {
+                    // An error status ends the call: whatever it was making is unknown.
+                    let error = format!("{}: {}", status.code(), status.message());
+                    shared
+                        .record(&[invoke(started), Event::Info { client: name.clone(), t, error }]);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    break;
+                }
+                Err(_) => {
+                    shared.record(&[
+                        invoke(started),
+                        Event::Info { client: name.clone(), t, error: "no message in time".into() },
+                    ]);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// One `idmint-client` task over every endpoint (`server` `*`: the client picks), batches of
+/// `count`, until stopped.
+pub(crate) async fn failover_client(
+    shared: Shared,
+    name: String,
+    endpoints: Vec<String>,
+    count: usize,
+) {
+    let client = match idmint_client::Client::builder()
+        .endpoints(&endpoints)
+        .namespace("default")
+        .timeout(TIMEOUT)
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => {
+            let t = shared.recorder.now();
+            shared.record(&[
+                Event::Invoke { client: name.clone(), server: "*".into(), t, count: count as u64 },
+                Event::Fail { client: name.clone(), t, error: format!("build: {e}") },
+            ]);
+            return;
+        }
+    };
+    while !shared.stopped() {
+        let t = shared.recorder.now();
+        let invoke =
+            Event::Invoke { client: name.clone(), server: "*".into(), t, count: count as u64 };
+        let answer = client.batch(count).await;
+        let t = shared.recorder.now();
+        match answer {
+            Ok(ids) => {
+                let ids = ids.into_iter().filter_map(|id| match id {
+                    idmint_core::AnyId::U64(raw) => Some(raw),
+                    idmint_core::AnyId::U128(_) => None,
+                });
+                shared.record(&[invoke, Event::Ok { client: name.clone(), t, ids: ids.collect() }]);
+            }
+            Err(e) => {
+                // After retries the client cannot say whether a lost answer issued IDs.
+                shared.record(&[
+                    invoke,
+                    Event::Info { client: name.clone(), t, error: e.to_string() },
+                ]);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    client.close().await;
+}

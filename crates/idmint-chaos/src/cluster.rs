@@ -1,0 +1,318 @@
+//! The processes of a run: `idmint serve` servers (each on fixed free loopback ports, so that a
+//! restart keeps its address; optionally under libfaketime with a time file the nemesis
+//! rewrites), started, killed, paused and restarted by PID only. Every server's output goes to
+//! its own log, which also tells the checker which generator IDs it claimed.
+
+use std::{
+    fs::File,
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::error::ChaosError;
+
+/// How long a server may take to print its "serving" line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// libfaketime's preload library, where Debian's `faketime` package puts it.
+pub(crate) fn libfaketime() -> Option<PathBuf> {
+    let mut dirs =
+        vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
+    }
+    dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
+}
+
+/// Variables of the harness's environment that would change how `idmint` runs.
+const CLEARED_ENV: [&str; 6] = [
+    "RUST_LOG",
+    "LD_PRELOAD",
+    "FAKETIME",
+    "FAKETIME_TIMESTAMP_FILE",
+    "IDMINT_CONFIG",
+    "IDMINT_LOG",
+];
+
+/// One `idmint serve` the harness runs (and may restart).
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// Its name in histories.
+    pub(crate) name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    /// The faketime file, when the server runs under libfaketime.
+    faketime: Option<(PathBuf, PathBuf)>,
+    log: PathBuf,
+    child: Option<Child>,
+    /// Whether it is stopped with SIGSTOP.
+    pub(crate) paused: bool,
+    /// HTTP address.
+    pub(crate) http: SocketAddr,
+    /// gRPC address.
+    pub(crate) grpc: SocketAddr,
+    /// How many times it was started.
+    pub(crate) starts: u32,
+    /// Another library to preload (the storage failpoint) and the variables it reads.
+    pub(crate) preload: Option<(PathBuf, Vec<(String, String)>)>,
+}
+
+impl Node {
+    /// A server that is not started yet: `idmint serve --listen <free> --grpc-listen <free>
+    /// <args>`, logging into `dir/<name>.log`, under libfaketime when `faketime` is the
+    /// library's path.
+    pub(crate) fn new(
+        name: &str,
+        program: &Path,
+        args: Vec<String>,
+        dir: &Path,
+        faketime: Option<&Path>,
+    ) -> Result<Node, ChaosError> {
+        let ports = idmint_coord::testing::free_ports(2)?;
+        let http = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+        let grpc = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+        let faketime = match faketime {
+            Some(lib) => {
+                let file = dir.join(format!("{name}.faketime"));
+                std::fs::write(&file, "+0\n").map_err(ChaosError::io("write a faketime file"))?;
+                Some((lib.to_path_buf(), file))
+            }
+            None => None,
+        };
+        Ok(Node {
+            name: name.to_owned(),
+            program: program.to_path_buf(),
+            args,
+            faketime,
+            log: dir.join(format!("{name}.log")),
+            child: None,
+            paused: false,
+            http,
+            grpc,
+            starts: 0,
+            preload: None,
+        })
+    }
+
+    /// Its PID, when it runs.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Starts the process and waits for its "serving" line (not for readiness: a spare is
+    /// not ready at first).
+    pub(crate) fn start(&mut self) -> Result<(), ChaosError> {
+        if self.child.is_some() {
+            return Err(ChaosError::Server(format!("{} already runs", self.name)));
+        }
+        let offset = std::fs::metadata(&self.log).map_or(0, |m| m.len());
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(ChaosError::io(format!("open {}", self.log.display())))?;
+        let err = log.try_clone().map_err(ChaosError::io("share a log"))?;
+        let mut command = Command::new(&self.program);
+        command
+            .arg("serve")
+            .args(["--listen", &self.http.to_string(), "--grpc-listen", &self.grpc.to_string()])
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .env("NO_COLOR", "1");
+        for name in CLEARED_ENV {
+            command.env_remove(name);
+        }
+        let mut preload = Vec::new();
+        if let Some((lib, vars)) = &self.preload {
+            preload.push(lib.display().to_string());
+            command.envs(vars.iter().map(|(k, v)| (k, v)));
+        }
+        if let Some((lib, file)) = &self.faketime {
+            preload.push(lib.display().to_string());
+            command
+                .env("FAKETIME_TIMESTAMP_FILE", file)
+                .env("FAKETIME_NO_CACHE", "1")
+                .env("DONT_FAKE_MONOTONIC", "1");
+        }
+        if !preload.is_empty() {
+            command.env("LD_PRELOAD", preload.join(" "));
+        }
+        let child = command.spawn().map_err(ChaosError::io(format!(
+            "start {} ({})",
+            self.name,
+            self.program.display()
+        )))?;
+        self.child = Some(child);
+        self.paused = false;
+        self.starts += 1;
+        let started = Instant::now();
+        loop {
+            if self.log_since(offset).contains("idmint is serving") {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Err(ChaosError::Server(format!(
+                    "{} exited at start ({status}):\n{}",
+                    self.name,
+                    self.log_since(offset)
+                )));
+            }
+            if started.elapsed() > START_TIMEOUT {
+                return Err(ChaosError::Server(format!("{} did not start in time", self.name)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The log from byte `offset` on.
+    fn log_since(&self, offset: u64) -> String {
+        let mut text = Vec::new();
+        if let Ok(mut file) = File::open(&self.log) {
+            let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset));
+            let _ = file.read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    /// Every generator ID any of its incarnations claimed (its "namespace ready" lines).
+    pub(crate) fn claimed(&self) -> Vec<u64> {
+        let mut claimed: Vec<u64> = self
+            .log_since(0)
+            .lines()
+            .filter(|line| line.contains("namespace ready"))
+            .filter_map(|line| {
+                let rest = &line[line.find("generator_id=")? + "generator_id=".len()..];
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .collect();
+        claimed.sort_unstable();
+        claimed.dedup();
+        claimed
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub(crate) fn ready(&self) -> bool {
+        http_status(self.http, "/readyz") == Some(200)
+    }
+
+    /// Waits up to `timeout` for readiness.
+    pub(crate) fn wait_ready(&self, timeout: Duration) -> Result<(), ChaosError> {
+        let started = Instant::now();
+        while !self.ready() {
+            if started.elapsed() > timeout {
+                return Err(ChaosError::Server(format!(
+                    "{} did not become ready within {} s; see {}",
+                    self.name,
+                    timeout.as_secs(),
+                    self.log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// `kill -<signal>` on its PID.
+    fn signal(&self, signal: &str) -> Result<(), ChaosError> {
+        let Some(pid) = self.pid() else {
+            return Err(ChaosError::Server(format!("{} does not run", self.name)));
+        };
+        // The shell's own `kill` (no procps needed); the PID is an argument, not code.
+        let sent = Command::new("sh")
+            .args(["-c", "kill \"$0\" \"$1\"", &format!("-{signal}"), &pid.to_string()])
+            .status()
+            .map_err(ChaosError::io("run kill"))?;
+        if sent.success() {
+            Ok(())
+        } else {
+            Err(ChaosError::Server(format!("kill -{signal} {pid} failed")))
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub(crate) fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// SIGSTOP.
+    pub(crate) fn pause(&mut self) -> Result<(), ChaosError> {
+        self.signal("STOP")?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// SIGCONT.
+    pub(crate) fn resume(&mut self) -> Result<(), ChaosError> {
+        self.signal("CONT")?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit; SIGKILL if it does not come.
+    pub(crate) fn terminate(&mut self) {
+        if self.paused {
+            let _ = self.resume();
+        }
+        if self.child.is_some() && self.signal("TERM").is_ok() {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(15) {
+                if let Some(child) = self.child.as_mut()
+                    && matches!(child.try_wait(), Ok(Some(_)))
+                {
+                    self.child = None;
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill9();
+    }
+
+    /// Steps its wall clock (libfaketime) to `offset` from the true time, e.g. "-10" or
+    /// "+0.5" (seconds); the running process sees it at its next clock reading.
+    pub(crate) fn set_clock(&self, offset_s: f64) -> Result<(), ChaosError> {
+        let Some((_, file)) = &self.faketime else {
+            return Err(ChaosError::Server(format!(
+                "{} does not run under libfaketime",
+                self.name
+            )));
+        };
+        let text = format!("{offset_s:+.3}\n");
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, text).map_err(ChaosError::io("write a faketime file"))?;
+        std::fs::rename(&tmp, file).map_err(ChaosError::io("replace a faketime file"))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.paused {
+            let _ = self.resume();
+        }
+        self.kill9();
+    }
+}
+
+/// The status of `GET target` on a new connection, within a second (`None`: no answer).
+pub(crate) fn http_status(addr: SocketAddr, target: &str) -> Option<u16> {
+    let limit = Duration::from_secs(1);
+    let mut stream = TcpStream::connect_timeout(&addr, limit).ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    stream.set_write_timeout(Some(limit)).ok()?;
+    write!(stream, "GET {target} HTTP/1.1\r\nhost: idmint\r\nconnection: close\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}

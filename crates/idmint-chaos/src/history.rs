@@ -1,0 +1,171 @@
+//! Histories, Jepsen-style: every client operation is an `invoke` followed by `ok` (with the
+//! IDs it returned), `fail` (definitely nothing issued) or `info` (ambiguous: a timeout or a
+//! reset connection); the harness adds what it learned about the servers (the generator IDs
+//! each one claimed, from its log) and the durable marks it read at the end. One JSON object
+//! per line, so that `idmint-chaos check FILE...` can replay any run through the checker.
+
+use std::{
+    fs::File,
+    io::{BufRead, BufReader, BufWriter, Write},
+    path::Path,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ChaosError;
+
+/// One line of a history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub(crate) enum Event {
+    /// A client asked `server` for `count` IDs at `t` (µs since the run started).
+    Invoke {
+        /// The client (one sequential process: its operations never overlap).
+        client: String,
+        /// The server asked (`*` when the client picks one itself, like idmint-client).
+        server: String,
+        /// When, in µs of the harness's monotonic clock.
+        t: u64,
+        /// How many IDs were asked for.
+        count: u64,
+    },
+    /// The operation the client last invoked returned these IDs.
+    Ok {
+        /// The client.
+        client: String,
+        /// When it returned.
+        t: u64,
+        /// The IDs, in the order the server sent them.
+        ids: Vec<u64>,
+    },
+    /// The operation the client last invoked definitely issued nothing (an error answer).
+    Fail {
+        /// The client.
+        client: String,
+        /// When it returned.
+        t: u64,
+        /// Why.
+        error: String,
+    },
+    /// The operation the client last invoked may or may not have issued IDs.
+    Info {
+        /// The client.
+        client: String,
+        /// When the client gave up.
+        t: u64,
+        /// Why.
+        error: String,
+    },
+    /// `server` claimed `generator` (from its log).
+    Claim {
+        /// The server.
+        server: String,
+        /// The generator ID.
+        generator: u64,
+    },
+    /// The durable mark stored for `generator` at the end of the run (Unix ms).
+    Mark {
+        /// The generator ID.
+        generator: u64,
+        /// The mark.
+        mark_ms: u64,
+    },
+    /// A nemesis fired (for the record; the checker counts them).
+    Nemesis {
+        /// Its kind.
+        kind: String,
+        /// When, in µs.
+        t: u64,
+        /// What it did.
+        detail: String,
+    },
+}
+
+/// A history being written: shared by the clients and the nemesis of one run.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorder {
+    out: Arc<Mutex<BufWriter<File>>>,
+    start: Instant,
+}
+
+impl Recorder {
+    /// A new history file at `path`; times count from now.
+    pub(crate) fn create(path: &Path, start: Instant) -> Result<Recorder, ChaosError> {
+        let file =
+            File::create(path).map_err(ChaosError::io(format!("create {}", path.display())))?;
+        Ok(Recorder { out: Arc::new(Mutex::new(BufWriter::with_capacity(1 << 20, file))), start })
+    }
+
+    /// µs since the run started.
+    pub(crate) fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Appends events (one lock for all of them).
+    pub(crate) fn record(&self, events: &[Event]) -> Result<(), ChaosError> {
+        let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for event in events {
+            serde_json::to_writer(&mut *out, event)
+                .map_err(|e| ChaosError::io("write a history")(e.into()))?;
+            out.write_all(b"\n").map_err(ChaosError::io("write a history"))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes what was written.
+    pub(crate) fn flush(&self) -> Result<(), ChaosError> {
+        let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        out.flush().map_err(ChaosError::io("flush a history"))
+    }
+}
+
+/// Reads every event of a history file, in order.
+pub(crate) fn read(path: &Path, mut each: impl FnMut(Event)) -> Result<(), ChaosError> {
+    let file = File::open(path).map_err(ChaosError::io(format!("open {}", path.display())))?;
+    for (index, line) in BufReader::with_capacity(1 << 20, file).lines().enumerate() {
+        let line = line.map_err(ChaosError::io(format!("read {}", path.display())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event = serde_json::from_str(&line).map_err(|e| ChaosError::History {
+            path: path.display().to_string(),
+            line: index + 1,
+            reason: e.to_string(),
+        })?;
+        each(event);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_a_file() {
+        let dir = tempfile_dir();
+        let path = dir.join("h.jsonl");
+        let recorder = Recorder::create(&path, Instant::now()).expect("create");
+        let events = vec![
+            Event::Invoke { client: "c".into(), server: "s".into(), t: 1, count: 2 },
+            Event::Ok { client: "c".into(), t: 2, ids: vec![5, 6] },
+            Event::Info { client: "c".into(), t: 3, error: "reset".into() },
+            Event::Claim { server: "s".into(), generator: 0 },
+            Event::Mark { generator: 0, mark_ms: 9 },
+        ];
+        recorder.record(&events).expect("record");
+        recorder.flush().expect("flush");
+        let mut back = Vec::new();
+        read(&path, |e| back.push(e)).expect("read");
+        assert_eq!(back, events);
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("idmint-chaos-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        dir
+    }
+}

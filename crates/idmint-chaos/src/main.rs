@@ -1,0 +1,279 @@
+//! `idmint-chaos`: the chaos harness of idmint (issue 10). `run` starts real `idmint serve`
+//! processes (and etcd) on loopback, drives clients that record Jepsen-style histories,
+//! fires seeded nemeses (SIGKILL, SIGSTOP, clock steps under libfaketime, etcd member and
+//! leader kills, partitions through a TCP proxy), checks every history, and runs negative
+//! controls that must be caught; it ends with one JSON line on stdout. `check FILE...` replays
+//! histories through the same checker. `scripts/chaos` is the entry point that builds it.
+
+/// Progress on stderr (stdout holds only the final JSON line).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        #[allow(clippy::print_stderr, reason = "the harness's progress")]
+        {
+            eprintln!($($arg)*);
+        }
+    }};
+}
+pub(crate) use say;
+
+mod check;
+mod client;
+mod cluster;
+mod error;
+mod history;
+mod nemesis;
+mod proxy;
+mod scenario;
+
+use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Instant};
+
+use clap::{Parser, Subcommand};
+
+use crate::{
+    error::ChaosError,
+    nemesis::Rng,
+    scenario::{Outcome, SCENARIOS, Setup},
+};
+
+/// The chaos harness of idmint.
+#[derive(Debug, Parser)]
+#[command(name = "idmint-chaos")]
+struct Cli {
+    #[command(subcommand)]
+    command: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// Run scenarios: --quick (every scenario and every negative control), --soak MINUTES,
+    /// or --scenario NAME.
+    Run(RunArgs),
+    /// Check history files (JSON lines) and print the report; exit 1 if a check fails.
+    Check {
+        /// The histories; several are checked as one.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// List the scenarios.
+    List,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The idmint binary under test (built with the `etcd` feature).
+    #[arg(long)]
+    idmint: PathBuf,
+    /// The idmint binary built with the test-only unsafe features, for negative controls.
+    #[arg(long)]
+    unsafe_idmint: Option<PathBuf>,
+    /// Where histories, logs and data go.
+    #[arg(long, default_value = "target/chaos")]
+    out: PathBuf,
+    /// Every scenario once, then every negative control.
+    #[arg(long, conflicts_with_all = ["soak", "scenario"])]
+    quick: bool,
+    /// Scenarios with seeded nemeses, one after another, for this many minutes.
+    #[arg(long, value_name = "MINUTES")]
+    soak: Option<f64>,
+    /// One scenario.
+    #[arg(long, value_name = "NAME")]
+    scenario: Option<String>,
+    /// Run the scenario as its negative control (with --scenario).
+    #[arg(long, requires = "scenario")]
+    control: bool,
+    /// The seed of every schedule [default: from the clock].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Scales the load phases (1.0: the quick lengths).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Fail unless at least this many IDs were checked (over the scenarios, not controls).
+    #[arg(long, default_value_t = 0)]
+    min_ids: u64,
+    /// Keep the histories of runs that passed (and of controls that were caught) [default:
+    /// only those that failed are kept, for `check`: a quick run writes gigabytes].
+    #[arg(long)]
+    keep_histories: bool,
+}
+
+#[allow(clippy::print_stdout, clippy::print_stderr, reason = "a command line tool")]
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Mode::Run(args) => run(&args),
+        Mode::Check { files } => check_files(&files),
+        Mode::List => {
+            for s in SCENARIOS {
+                let control = s.control.map_or("-", scenario::Control::name);
+                println!("{:24} {:8} control: {control}", s.name, s.anchor);
+            }
+            Ok(true)
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("idmint-chaos: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[allow(clippy::print_stdout, reason = "the report")]
+fn check_files(files: &[PathBuf]) -> Result<bool, ChaosError> {
+    let mut checker = check::Checker::default();
+    for file in files {
+        history::read(file, |event| checker.add(event))?;
+    }
+    let report = checker.finish();
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    println!("{text}");
+    Ok(report.valid)
+}
+
+#[allow(clippy::print_stdout, clippy::print_stderr, reason = "the report")]
+fn run(args: &RunArgs) -> Result<bool, ChaosError> {
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs())
+    });
+    let setup = Setup {
+        idmint: args.idmint.clone(),
+        unsafe_idmint: args.unsafe_idmint.clone(),
+        out: args.out.clone(),
+        scale: args.scale,
+        soak_minutes: args.soak.unwrap_or(0.0),
+    };
+    let started = Instant::now();
+    let mut rng = Rng::new(seed);
+    // (scenario, as control?, seed)
+    let mut plan: Vec<(scenario::Scenario, bool, u64)> = Vec::new();
+    if args.quick {
+        for s in SCENARIOS {
+            plan.push((*s, false, rng.next_u64() % 1_000_000));
+        }
+        for s in SCENARIOS.iter().filter(|s| s.control.is_some()) {
+            plan.push((*s, true, rng.next_u64() % 1_000_000));
+        }
+    } else if let Some(name) = &args.scenario {
+        plan.push((scenario::find(name)?, args.control, seed));
+    } else if args.soak.is_none() {
+        return Err(ChaosError::Usage("give --quick, --soak MINUTES or --scenario NAME".into()));
+    }
+    if args.soak.is_some() {
+        plan.push((scenario::SOAK, false, seed));
+    }
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    let mut controls = (0u64, 0u64);
+    let mut scenarios = (0u64, 0u64);
+    for &(s, as_control, s_seed) in &plan {
+        let control = if as_control { s.control } else { None };
+        if as_control && control.is_none() {
+            return Err(ChaosError::Usage(format!("{} has no negative control", s.name)));
+        }
+        let outcome = scenario::run(&setup, s, control, s_seed);
+        match control {
+            Some(_) => controls.0 += 1,
+            None => scenarios.0 += 1,
+        }
+        match outcome {
+            Ok(outcome) => {
+                let r = &outcome.report;
+                if let Some(error) = &outcome.error {
+                    say!("   {} seed {}: ERROR {error}", outcome.scenario, outcome.seed);
+                    errors.push(format!("{}: {error}", outcome.scenario));
+                }
+                let verdict = match control {
+                    Some(_) if r.caught() && r.ids > 0 => {
+                        controls.1 += 1;
+                        "CAUGHT (as it must be)"
+                    }
+                    Some(_) => "NOT CAUGHT: the checker missed the removed protection",
+                    None if r.valid && outcome.error.is_none() => {
+                        scenarios.1 += 1;
+                        "passed"
+                    }
+                    None => "FAILED",
+                };
+                eprintln!(
+                    "   {}{} seed {}: {} ids, ok {} fail {} info {}, duplicates {}, order {}, unclaimed {}, above mark {}, gaps {} ({} skipped), {:.1} s, max RSS {} KiB: {verdict}",
+                    outcome.scenario,
+                    control.map_or(String::new(), |c| format!(" [{}]", c.name())),
+                    outcome.seed,
+                    r.ids,
+                    r.ok,
+                    r.fail,
+                    r.info,
+                    r.duplicates,
+                    r.order_violations,
+                    r.unclaimed,
+                    r.above_mark,
+                    r.gaps,
+                    r.skipped,
+                    outcome.seconds,
+                    outcome.max_rss_kib,
+                );
+                for example in r
+                    .duplicate_examples
+                    .iter()
+                    .chain(&r.order_examples)
+                    .chain(&r.mark_examples)
+                    .take(3)
+                {
+                    eprintln!("      e.g. {example}");
+                }
+                let expected = match control {
+                    Some(_) => r.caught() && r.ids > 0,
+                    None => r.valid && outcome.error.is_none(),
+                };
+                if expected && !args.keep_histories {
+                    let _ = std::fs::remove_file(&outcome.history);
+                    eprintln!("      history: removed (passed; --keep-histories keeps it)");
+                } else {
+                    eprintln!("      history: {}", outcome.history.display());
+                }
+                if outcome.rss_by_minute.len() > 1 {
+                    eprintln!(
+                        "      servers' peak RSS by minute (KiB): {:?}",
+                        outcome.rss_by_minute
+                    );
+                }
+                outcomes.push(outcome);
+            }
+            Err(e) => {
+                eprintln!("   {} seed {s_seed}: ERROR {e}", s.name);
+                errors.push(format!("{}: {e}", s.name));
+            }
+        }
+    }
+    let checked: Vec<&Outcome> = outcomes.iter().filter(|o| o.control.is_none()).collect();
+    let ids: u64 = checked.iter().map(|o| o.report.ids).sum();
+    let duplicates: u64 = checked.iter().map(|o| o.report.duplicates).sum();
+    let order: u64 = checked.iter().map(|o| o.report.order_violations).sum();
+    let nemeses: BTreeMap<String, u64> = scenario::nemeses(&outcomes);
+    let enough = ids >= args.min_ids;
+    if !enough {
+        eprintln!("   only {ids} IDs checked, fewer than --min-ids {}", args.min_ids);
+    }
+    let summary = serde_json::json!({
+        "ids": ids,
+        "duplicates": duplicates,
+        "order_violations": order,
+        "scenarios": scenarios.0,
+        "scenarios_passed": scenarios.1,
+        "negative_controls": controls.0,
+        "negative_controls_caught": controls.1,
+        "nemeses_fired": nemeses,
+        "seed": seed,
+    });
+    eprintln!("   wall time {:.1} s", started.elapsed().as_secs_f64());
+    println!("{summary}");
+    Ok(errors.is_empty()
+        && enough
+        && scenarios.0 == scenarios.1
+        && controls.0 == controls.1
+        && scenarios.0 + controls.0 > 0)
+}

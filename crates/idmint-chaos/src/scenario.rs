@@ -1,0 +1,883 @@
+//! The scenarios (reliability.md §4.2) and what runs them: a [`Run`] starts etcd, servers,
+//! proxies and clients, lets a scenario fire its nemeses on a seeded schedule, then stops
+//! everything, adds the servers' claims and the stored marks to the history, and checks it.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::Command,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use idmint_coord::testing::EtcdCluster;
+
+use crate::{
+    check::{self, Report},
+    client::{self, Shared},
+    cluster::{Node, libfaketime},
+    error::ChaosError,
+    history::{self, Event, Recorder},
+    nemesis::Rng,
+    proxy::Proxy,
+};
+
+/// The protection a negative control removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// `--unsafe-no-fence`: the etcd coordinator ignores marks and skips its fence.
+    Fence,
+    /// `--unsafe-no-durable-mark`: a claim ignores the stored mark (starts at the clock).
+    DurableMark,
+    /// `--unsafe-no-clock-guard`: logical time follows the wall clock back, and the
+    /// generator restarts at a clock behind its last ID instead of continuing above it.
+    ClockGuard,
+}
+
+impl Control {
+    /// The hidden flag of the unsafe build.
+    pub(crate) fn flag(self) -> &'static str {
+        match self {
+            Control::Fence => "--unsafe-no-fence",
+            Control::DurableMark => "--unsafe-no-durable-mark",
+            Control::ClockGuard => "--unsafe-no-clock-guard",
+        }
+    }
+
+    /// Its name in reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Control::Fence => "no-fence",
+            Control::DurableMark => "no-durable-mark",
+            Control::ClockGuard => "no-clock-guard",
+        }
+    }
+}
+
+/// One scenario of the catalogue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scenario {
+    /// Its name (`--scenario`).
+    pub(crate) name: &'static str,
+    /// The rows of reliability.md §4.2 it covers.
+    pub(crate) anchor: &'static str,
+    /// The negative control that runs it without a protection, if any.
+    pub(crate) control: Option<Control>,
+    run: fn(&mut Run) -> Result<(), ChaosError>,
+}
+
+/// The catalogue, in the order `--quick` runs it.
+pub(crate) const SCENARIOS: &[Scenario] = &[
+    Scenario { name: "baseline-etcd3", anchor: "T1", control: None, run: baseline },
+    Scenario { name: "kill9-embedded", anchor: "T2", control: None, run: kill9_storm },
+    Scenario {
+        name: "restart-clock-back",
+        anchor: "T3",
+        control: Some(Control::DurableMark),
+        run: restart_clock_back,
+    },
+    Scenario {
+        name: "clock-steps",
+        anchor: "T4, T5",
+        control: Some(Control::ClockGuard),
+        run: clock_steps,
+    },
+    Scenario {
+        name: "pause-takeover-etcd",
+        anchor: "T6",
+        control: Some(Control::Fence),
+        run: pause_takeover,
+    },
+    Scenario { name: "etcd-leader-kill", anchor: "T7", control: None, run: etcd_leader_kill },
+    Scenario {
+        name: "partition-server-etcd",
+        anchor: "T8",
+        control: None,
+        run: partition_server_etcd,
+    },
+    Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
+    Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
+];
+
+/// The long soak (T23), run by `--soak MINUTES`, not by `--quick`.
+pub(crate) const SOAK: Scenario =
+    Scenario { name: "soak", anchor: "T23", control: None, run: soak };
+
+/// Finds a scenario by name.
+pub(crate) fn find(name: &str) -> Result<Scenario, ChaosError> {
+    SCENARIOS.iter().copied().chain([SOAK]).find(|s| s.name == name).ok_or_else(|| {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        ChaosError::Usage(format!("no scenario `{name}`; there are: {}", names.join(", ")))
+    })
+}
+
+/// What the harness needs to run scenarios.
+#[derive(Debug, Clone)]
+pub(crate) struct Setup {
+    /// The `idmint` binary under test.
+    pub(crate) idmint: PathBuf,
+    /// The same with the test-only unsafe features (negative controls), if built.
+    pub(crate) unsafe_idmint: Option<PathBuf>,
+    /// Where runs keep their histories, logs and data.
+    pub(crate) out: PathBuf,
+    /// How long the load phases last, relative to the quick defaults (1.0).
+    pub(crate) scale: f64,
+    /// The length of the `soak` scenario, in minutes.
+    pub(crate) soak_minutes: f64,
+}
+
+/// The outcome of one scenario run.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) scenario: &'static str,
+    pub(crate) control: Option<Control>,
+    pub(crate) seed: u64,
+    pub(crate) report: Report,
+    pub(crate) history: PathBuf,
+    pub(crate) seconds: f64,
+    /// Peak RSS of the servers, in KiB, sampled during the run.
+    pub(crate) max_rss_kib: u64,
+    /// Why the scenario stopped early (a server that would not start...), if it did.
+    pub(crate) error: Option<String>,
+    /// The servers' peak RSS per minute of the run, in KiB.
+    pub(crate) rss_by_minute: BTreeMap<u64, u64>,
+}
+
+/// Runs one scenario (as a negative control when `control` is set) with `seed`.
+pub(crate) fn run(
+    setup: &Setup,
+    scenario: Scenario,
+    control: Option<Control>,
+    seed: u64,
+) -> Result<Outcome, ChaosError> {
+    let label = match control {
+        Some(c) => format!("{}-{}-{seed}", scenario.name, c.name()),
+        None => format!("{}-{seed}", scenario.name),
+    };
+    let dir = setup.out.join(&label);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(ChaosError::io(format!("create {}", dir.display())))?;
+    let program = match control {
+        Some(_) => setup.unsafe_idmint.clone().ok_or_else(|| {
+            ChaosError::Usage("negative controls need the unsafe build (--unsafe-idmint)".into())
+        })?,
+        None => setup.idmint.clone(),
+    };
+    let started = Instant::now();
+    let history = dir.join("history.jsonl");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ChaosError::io("start a runtime"))?;
+    let shared = Shared {
+        recorder: Recorder::create(&history, started)?,
+        stop: Arc::new(AtomicBool::new(false)),
+        acknowledged: Arc::new(AtomicU64::new(0)),
+    };
+    let mut run = Run {
+        rng: Rng::new(seed),
+        scale: setup.scale,
+        dir: dir.clone(),
+        program,
+        lister: setup.idmint.clone(),
+        control,
+        runtime,
+        etcd: None,
+        nodes: Vec::new(),
+        shared,
+        threads: Vec::new(),
+        tasks: Vec::new(),
+        data_dir: None,
+        max_rss_kib: 0,
+        pace: (HTTP_BATCH, Duration::ZERO),
+        soak: Duration::from_secs_f64(setup.soak_minutes * 60.0),
+        rss_by_minute: BTreeMap::new(),
+        started,
+    };
+    crate::say!("== {label}");
+    let body = (scenario.run)(&mut run);
+    let finished = run.finish();
+    // What was recorded is checked even when the scenario could not go on.
+    let error = body.err().or(finished.err()).map(|e| e.to_string());
+    let mut checker = check::Checker::default();
+    history::read(&history, |event| checker.add(event))?;
+    let report = checker.finish();
+    Ok(Outcome {
+        scenario: scenario.name,
+        control,
+        seed,
+        report,
+        history,
+        seconds: started.elapsed().as_secs_f64(),
+        max_rss_kib: run.max_rss_kib,
+        error,
+        rss_by_minute: std::mem::take(&mut run.rss_by_minute),
+    })
+}
+
+/// One scenario's processes, clients and schedule.
+pub(crate) struct Run {
+    rng: Rng,
+    scale: f64,
+    dir: PathBuf,
+    program: PathBuf,
+    /// The safe binary, for `idmint lease list`.
+    lister: PathBuf,
+    control: Option<Control>,
+    runtime: tokio::runtime::Runtime,
+    etcd: Option<EtcdCluster>,
+    nodes: Vec<Node>,
+    shared: Shared,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The shared data directory of embedded-store servers.
+    data_dir: Option<PathBuf>,
+    max_rss_kib: u64,
+    /// HTTP clients' batch size and pause between requests.
+    pace: (u64, Duration),
+    /// The soak's length.
+    soak: Duration,
+    /// RSS samples of the soak: (minute, max KiB in it).
+    rss_by_minute: BTreeMap<u64, u64>,
+    started: Instant,
+}
+
+/// HTTP batch size: large, so that millions of IDs cost few requests.
+const HTTP_BATCH: u64 = 10_000;
+/// gRPC Stream message size.
+const GRPC_BATCH: u64 = 10_000;
+/// idmint-client batch size.
+const CLIENT_BATCH: usize = 2_000;
+
+impl Run {
+    /// A duration of the schedule, scaled.
+    fn secs(&self, s: f64) -> Duration {
+        Duration::from_secs_f64((s * self.scale).max(0.2))
+    }
+
+    /// Sleeps, sampling the servers' RSS.
+    fn hold(&mut self, duration: Duration) {
+        let end = Instant::now() + duration;
+        while Instant::now() < end {
+            self.sample_rss();
+            std::thread::sleep(
+                Duration::from_millis(250).min(end.saturating_duration_since(Instant::now())),
+            );
+        }
+    }
+
+    fn sample_rss(&mut self) {
+        for node in &self.nodes {
+            if let Some(pid) = node.pid()
+                && let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                && let Some(kib) = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            {
+                self.max_rss_kib = self.max_rss_kib.max(kib);
+                let minute = self.started.elapsed().as_secs() / 60;
+                let slot = self.rss_by_minute.entry(minute).or_default();
+                *slot = (*slot).max(kib);
+            }
+        }
+    }
+
+    /// Records a nemesis.
+    fn fired(&self, kind: &str, detail: String) {
+        crate::say!("   nemesis {kind}: {detail}");
+        let t = self.shared.recorder.now();
+        let _ = self.shared.recorder.record(&[Event::Nemesis { kind: kind.into(), t, detail }]);
+    }
+
+    /// Starts an etcd cluster of `members`.
+    fn etcd(&mut self, members: usize) -> Result<(), ChaosError> {
+        let cluster = self.runtime.block_on(EtcdCluster::start(members))?;
+        self.etcd = Some(cluster);
+        Ok(())
+    }
+
+    /// The etcd endpoints, directly or each through a new proxy.
+    fn etcd_endpoints(&mut self, proxied: bool) -> Result<(String, Vec<Proxy>), ChaosError> {
+        let endpoints = self.etcd.as_ref().map(EtcdCluster::endpoints).unwrap_or_default();
+        if !proxied {
+            return Ok((endpoints.join(","), Vec::new()));
+        }
+        let mut proxies = Vec::new();
+        for endpoint in &endpoints {
+            let target = endpoint
+                .trim_start_matches("http://")
+                .parse()
+                .map_err(|_| ChaosError::Server(format!("bad etcd endpoint {endpoint}")))?;
+            proxies.push(Proxy::start(self.runtime.handle(), target)?);
+        }
+        let list = proxies.iter().map(|p| format!("http://{}", p.addr)).collect::<Vec<_>>();
+        Ok((list.join(","), proxies))
+    }
+
+    /// Flags of a server against etcd (`endpoints`) with this lease TTL and window.
+    fn etcd_args(&self, endpoints: &str, ttl: u32, window_ms: u64, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--etcd",
+            endpoints,
+            "--lease-ttl",
+            &ttl.to_string(),
+            "--window-ms",
+            &window_ms.to_string(),
+            "--claim-retry-ms",
+            "100",
+            "--log",
+            "info",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        self.with_control(args)
+    }
+
+    /// Flags of a server on the shared embedded data directory.
+    fn embedded_args(&mut self, extra: &[&str]) -> Vec<String> {
+        let data = self.data_dir.get_or_insert_with(|| self.dir.join("data")).clone();
+        let mut args = vec![
+            "--data-dir".to_owned(),
+            data.display().to_string(),
+            "--log".into(),
+            "info".into(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        self.with_control(args)
+    }
+
+    fn with_control(&self, mut args: Vec<String>) -> Vec<String> {
+        if let Some(control) = self.control {
+            args.push(control.flag().to_owned());
+        }
+        args
+    }
+
+    /// Adds a server (not started).
+    fn node(&mut self, args: Vec<String>, faketime: bool) -> Result<usize, ChaosError> {
+        let lib = match faketime {
+            true => Some(libfaketime().ok_or_else(|| {
+                ChaosError::Usage("libfaketime is not installed (apt-get install faketime)".into())
+            })?),
+            false => None,
+        };
+        let name = format!("s{}", self.nodes.len());
+        let node = Node::new(&name, &self.program, args, &self.dir, lib.as_deref())?;
+        self.nodes.push(node);
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Starts a server and waits until it is ready.
+    fn start(&mut self, i: usize) -> Result<(), ChaosError> {
+        self.nodes[i].start()?;
+        self.nodes[i].wait_ready(Duration::from_secs(30))
+    }
+
+    /// `k` HTTP clients on server `i` (through `via`, a proxy's address, if given).
+    fn http(&mut self, i: usize, k: usize, via: Option<std::net::SocketAddr>) {
+        for _ in 0..k {
+            let name = format!("http{}", self.threads.len());
+            let addr = via.unwrap_or(self.nodes[i].http);
+            let server = self.nodes[i].name.clone();
+            let (batch, pace) = self.pace;
+            self.threads.push(client::http_client(
+                self.shared.clone(),
+                name,
+                server,
+                addr,
+                batch,
+                pace,
+            ));
+        }
+    }
+
+    /// A gRPC Stream client on server `i`.
+    fn grpc(&mut self, i: usize) {
+        let name = format!("grpc{}", self.tasks.len());
+        let (addr, server) = (self.nodes[i].grpc, self.nodes[i].name.clone());
+        let task = client::grpc_client(self.shared.clone(), name, server, addr, GRPC_BATCH);
+        self.tasks.push(self.runtime.spawn(task));
+    }
+
+    /// An idmint-client over `endpoints`.
+    fn failover(&mut self, endpoints: Vec<String>) {
+        let name = format!("client{}", self.tasks.len());
+        let task = client::failover_client(self.shared.clone(), name, endpoints, CLIENT_BATCH);
+        self.tasks.push(self.runtime.spawn(task));
+    }
+
+    /// Stops the clients, then the servers (SIGTERM), and adds claims and marks.
+    fn finish(&mut self) -> Result<(), ChaosError> {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        for task in self.tasks.drain(..) {
+            let _ = self
+                .runtime
+                .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+        }
+        for node in &mut self.nodes {
+            node.terminate();
+        }
+        let mut events = Vec::new();
+        for node in &self.nodes {
+            for generator in node.claimed() {
+                events.push(Event::Claim { server: node.name.clone(), generator });
+            }
+        }
+        for (generator, mark_ms) in self.marks()? {
+            events.push(Event::Mark { generator, mark_ms });
+        }
+        self.shared.recorder.record(&events)?;
+        self.shared.recorder.flush()?;
+        crate::say!("   {} IDs acknowledged", self.shared.acknowledged.load(Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// The stored marks of namespace `default`, from `idmint lease list --json`.
+    fn marks(&self) -> Result<Vec<(u64, u64)>, ChaosError> {
+        let mut command = Command::new(&self.lister);
+        command.args(["lease", "list", "--json", "--namespace", "default"]);
+        match (&self.etcd, &self.data_dir) {
+            (Some(etcd), _) => command.args(["--etcd", &etcd.endpoints().join(",")]),
+            (None, Some(dir)) => command.args(["--data-dir", &dir.display().to_string()]),
+            (None, None) => return Ok(Vec::new()),
+        };
+        let output = command
+            .env("NO_COLOR", "1")
+            .output()
+            .map_err(ChaosError::io("run idmint lease list"))?;
+        if !output.status.success() {
+            return Err(ChaosError::Server(format!(
+                "idmint lease list failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .map_err(|e| ChaosError::Server(format!("idmint lease list: {e}")))?;
+        let entries = json["entries"].as_array().cloned().unwrap_or_default();
+        Ok(entries
+            .iter()
+            .filter_map(|e| Some((e["generator_id"].as_u64()?, e["mark_ms"].as_u64()?)))
+            .collect())
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// T1: three servers on a three-member etcd, each under HTTP and gRPC load, and an
+/// idmint-client over all three; no faults.
+fn baseline(run: &mut Run) -> Result<(), ChaosError> {
+    run.etcd(3)?;
+    let (endpoints, _) = run.etcd_endpoints(false)?;
+    for _ in 0..3 {
+        let args = run.etcd_args(&endpoints, 5, 3_000, &[]);
+        let i = run.node(args, false)?;
+        run.start(i)?;
+    }
+    for i in 0..3 {
+        run.http(i, 1, None);
+        run.grpc(i);
+    }
+    let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
+    run.failover(urls);
+    let d = run.secs(12.0);
+    run.hold(d);
+    Ok(())
+}
+
+/// T2: two servers on one embedded data directory under load; every 1–3 s one of them
+/// (seeded) is killed with SIGKILL and restarted at once.
+fn kill9_storm(run: &mut Run) -> Result<(), ChaosError> {
+    for _ in 0..2 {
+        let args = run.embedded_args(&["--generator-pool", "4"]);
+        let i = run.node(args, false)?;
+        run.start(i)?;
+    }
+    run.http(0, 2, None);
+    run.http(1, 2, None);
+    run.grpc(0);
+    let end = Instant::now() + run.secs(14.0);
+    while Instant::now() < end {
+        let wait = Duration::from_millis(run.rng.between(1_000, 3_000));
+        run.hold(wait);
+        let i = run.rng.index(2);
+        run.nodes[i].kill9();
+        run.fired("kill9", format!("{} SIGKILL", run.nodes[i].name));
+        run.start(i)?;
+    }
+    run.hold(Duration::from_secs(1));
+    Ok(())
+}
+
+/// T3: one server under libfaketime and load; three times: SIGKILL, then a restart with its
+/// clock set back (−1 s, −10 s or −60 s, seeded) behind the IDs it issued. The stored mark
+/// must keep it above them; without it (`no-durable-mark`) it repeats them.
+fn restart_clock_back(run: &mut Run) -> Result<(), ChaosError> {
+    let args = run.embedded_args(&["--generator-id", "0"]);
+    let i = run.node(args, true)?;
+    run.start(i)?;
+    run.http(i, 2, None);
+    let mut offset = 0.0;
+    for _ in 0..3 {
+        let load = run.secs(4.0).max(Duration::from_secs(2));
+        run.hold(load);
+        run.nodes[i].kill9();
+        run.fired("kill9", "s0 SIGKILL".into());
+        let back = [1.0, 10.0, 60.0][run.rng.index(3)];
+        offset -= back;
+        run.nodes[i].set_clock(offset)?;
+        run.fired("clock_restart_back", format!("s0 restarts at {offset:+} s"));
+        run.start(i)?;
+    }
+    let d = run.secs(3.0);
+    run.hold(d);
+    Ok(())
+}
+
+/// T4, T5: two servers under libfaketime and load; their clocks are stepped while they run
+/// (−5 ms, −1 s, −10 s, −1 h, +500 ms, +1 h, each held a while, then back), in a seeded
+/// order. Without the clock guard (`no-clock-guard`) logical time follows the clock back.
+fn clock_steps(run: &mut Run) -> Result<(), ChaosError> {
+    let extra: &[&str] = &["--generator-pool", "4", "--max-ahead-ms", "86400000"];
+    for _ in 0..2 {
+        let args = run.embedded_args(extra);
+        let i = run.node(args, true)?;
+        run.start(i)?;
+    }
+    run.http(0, 2, None);
+    run.http(1, 1, None);
+    run.grpc(1);
+    run.hold(Duration::from_secs(2));
+    let mut steps = [-0.005, -1.0, -10.0, -3600.0, 0.5, 3600.0];
+    run.rng.shuffle(&mut steps);
+    for step in steps {
+        let i = run.rng.index(2);
+        run.nodes[i].set_clock(step)?;
+        let kind = if step < 0.0 { "clock_step_back" } else { "clock_step_forward" };
+        run.fired(kind, format!("{} clock {step:+} s", run.nodes[i].name));
+        let d = run.secs(1.5);
+        run.hold(d);
+        run.nodes[i].set_clock(0.0)?;
+        run.fired("clock_step_reset", format!("{} clock back to true time", run.nodes[i].name));
+        let d = run.secs(1.0);
+        run.hold(d);
+    }
+    Ok(())
+}
+
+/// T6: server A (pool 2, so generator 0) and a spare B (pool 1, waiting for a claim) on etcd
+/// with a 2 s lease and a 16 s window, under load; A is stopped (SIGSTOP) for 6 s, B takes
+/// generator 0 over, A is continued and serves inside its old window. The fence keeps B above
+/// A's mark; without it (`no-fence`) B starts at its clock and repeats A's IDs.
+fn pause_takeover(run: &mut Run) -> Result<(), ChaosError> {
+    run.etcd(1)?;
+    let (endpoints, _) = run.etcd_endpoints(false)?;
+    let a_args = run.etcd_args(&endpoints, 2, 16_000, &["--generator-pool", "2"]);
+    let a = run.node(a_args, false)?;
+    run.start(a)?;
+    let b_args =
+        run.etcd_args(&endpoints, 2, 16_000, &["--generator-pool", "1", "--wait-for-claim"]);
+    let b = run.node(b_args, false)?;
+    run.nodes[b].start()?;
+    run.http(a, 2, None);
+    run.http(b, 1, None);
+    run.grpc(a);
+    run.hold(Duration::from_secs(3));
+    run.nodes[a].pause()?;
+    run.fired("sigstop", "s0 SIGSTOP for 6 s (3× the lease TTL)".into());
+    run.hold(Duration::from_secs(6));
+    run.nodes[a].resume()?;
+    run.fired("sigcont", "s0 SIGCONT".into());
+    let d = run.secs(8.0).max(Duration::from_secs(4));
+    run.hold(d);
+    Ok(())
+}
+
+/// T7: two servers on a three-member etcd under load; the etcd leader is killed, restarted
+/// after 3 s, twice; then a follower.
+fn etcd_leader_kill(run: &mut Run) -> Result<(), ChaosError> {
+    run.etcd(3)?;
+    let (endpoints, _) = run.etcd_endpoints(false)?;
+    for _ in 0..2 {
+        let args = run.etcd_args(&endpoints, 5, 5_000, &[]);
+        let i = run.node(args, false)?;
+        run.start(i)?;
+    }
+    run.http(0, 2, None);
+    run.http(1, 1, None);
+    run.grpc(1);
+    run.hold(Duration::from_secs(2));
+    for round in 0..3 {
+        let etcd = run.etcd.as_mut().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+        let leader = run.runtime.block_on(etcd.leader())?;
+        let member = if round < 2 { leader } else { (leader + 1) % 3 };
+        etcd.kill(member)?;
+        let kind = if round < 2 { "etcd_leader_kill" } else { "etcd_member_kill" };
+        run.fired(kind, format!("etcd member {member} SIGKILL (leader {leader})"));
+        run.hold(Duration::from_secs(3));
+        let etcd = run.etcd.as_mut().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+        run.runtime.block_on(etcd.restart(member))?;
+        run.fired("etcd_restart", format!("etcd member {member} restarted"));
+        let d = run.secs(2.0);
+        run.hold(d);
+    }
+    Ok(())
+}
+
+/// T8: two servers, each talking to etcd through its own proxy, and a spare; server 0's
+/// proxy blackholes etcd for 6 s (3× the 2 s lease TTL), then delays it 75 ms for 2 s. The
+/// partitioned server stops extending its window and the spare may take its generator ID
+/// over, strictly above its mark.
+fn partition_server_etcd(run: &mut Run) -> Result<(), ChaosError> {
+    run.etcd(1)?;
+    let mut proxies = Vec::new();
+    for (n, pool) in ["2", "2", "2"].into_iter().enumerate() {
+        let (endpoints, proxy) = run.etcd_endpoints(true)?;
+        let spare = n == 2;
+        let mut extra = vec!["--generator-pool", pool];
+        if spare {
+            extra.push("--wait-for-claim");
+        }
+        let args = run.etcd_args(&endpoints, 2, 4_000, &extra);
+        let i = run.node(args, false)?;
+        if spare {
+            run.nodes[i].start()?;
+        } else {
+            run.start(i)?;
+        }
+        proxies.push(proxy);
+    }
+    run.http(0, 2, None);
+    run.http(1, 1, None);
+    run.http(2, 1, None);
+    run.hold(Duration::from_secs(2));
+    for proxy in &proxies[0] {
+        proxy.blackhole();
+    }
+    run.fired("partition_etcd", "s0 ↔ etcd blackholed for 6 s".into());
+    run.hold(Duration::from_secs(6));
+    for proxy in &proxies[0] {
+        proxy.delay(75);
+    }
+    run.fired("delay_etcd", "s0 ↔ etcd delayed 75 ms for 2 s".into());
+    run.hold(Duration::from_secs(2));
+    for proxy in &proxies[0] {
+        proxy.heal();
+    }
+    run.fired("heal", "s0 ↔ etcd healed".into());
+    let d = run.secs(4.0);
+    run.hold(d);
+    Ok(())
+}
+
+/// T9: three servers on one embedded data directory, each behind a proxy; an idmint-client
+/// over the three proxies and HTTP clients through them; one proxy blackholes for 3 s, then
+/// another server is stopped with SIGSTOP for 3 s.
+fn client_failover(run: &mut Run) -> Result<(), ChaosError> {
+    let mut proxies = Vec::new();
+    for _ in 0..3 {
+        let args = run.embedded_args(&["--generator-pool", "4"]);
+        let i = run.node(args, false)?;
+        run.start(i)?;
+        proxies.push(Proxy::start(run.runtime.handle(), run.nodes[i].http)?);
+    }
+    for (i, proxy) in proxies.iter().enumerate() {
+        run.http(i, 1, Some(proxy.addr));
+    }
+    run.failover(proxies.iter().map(|p| format!("http://{}", p.addr)).collect());
+    run.failover(proxies.iter().map(|p| format!("http://{}", p.addr)).collect());
+    run.hold(Duration::from_secs(2));
+    let cut = run.rng.index(3);
+    proxies[cut].blackhole();
+    run.fired("partition_client", format!("client ↔ s{cut} blackholed for 3 s"));
+    run.hold(Duration::from_secs(3));
+    proxies[cut].heal();
+    let paused = (cut + 1 + run.rng.index(2)) % 3;
+    run.nodes[paused].pause()?;
+    run.fired("sigstop", format!("s{paused} SIGSTOP for 3 s"));
+    run.hold(Duration::from_secs(3));
+    run.nodes[paused].resume()?;
+    run.fired("sigcont", format!("s{paused} SIGCONT"));
+    let d = run.secs(3.0);
+    run.hold(d);
+    Ok(())
+}
+
+/// The nemesis counts of several outcomes.
+pub(crate) fn nemeses(outcomes: &[Outcome]) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for outcome in outcomes {
+        for (kind, n) in &outcome.report.nemeses {
+            *counts.entry(kind.clone()).or_default() += n;
+        }
+    }
+    counts
+}
+
+/// The storage failpoint, compiled once per output directory with gcc.
+fn failpoint_library(dir: &std::path::Path) -> Result<PathBuf, ChaosError> {
+    let out = dir.parent().unwrap_or(dir).join("storage_faults.so");
+    if out.is_file() {
+        return Ok(out);
+    }
+    let source = dir.join("storage_faults.c");
+    std::fs::write(&source, include_str!("../failpoint/storage_faults.c"))
+        .map_err(ChaosError::io("write the failpoint source"))?;
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .map_err(ChaosError::io("run gcc (apt-get install gcc)"))?;
+    if !built.success() {
+        return Err(ChaosError::Server("gcc could not build the storage failpoint".into()));
+    }
+    Ok(out)
+}
+
+/// T20: one server on the embedded store with an LD_PRELOAD failpoint, under load: fsync of
+/// the data directory fails with EIO for 4 s, then the disk is "full" (ENOSPC on write and
+/// fsync) for 4 s; the server must not serve above a mark it could not store. Then it is
+/// killed with SIGKILL and restarted with its clock 5 s back: it must start above every ID
+/// it issued.
+fn storage_faults(run: &mut Run) -> Result<(), ChaosError> {
+    let lib = failpoint_library(&run.dir)?;
+    let args = run.embedded_args(&["--generator-id", "0"]);
+    let data = run.data_dir.clone().unwrap_or_default();
+    std::fs::create_dir_all(&data).map_err(ChaosError::io("create the data directory"))?;
+    let data = data.canonicalize().map_err(ChaosError::io("resolve the data directory"))?;
+    let control = run.dir.join("storage.fail");
+    std::fs::write(&control, "pass\n").map_err(ChaosError::io("write the failpoint file"))?;
+    let i = run.node(args, true)?;
+    run.nodes[i].preload = Some((
+        lib,
+        vec![
+            ("CHAOS_FAIL_FILE".into(), control.display().to_string()),
+            ("CHAOS_FAIL_PATH".into(), data.display().to_string()),
+        ],
+    ));
+    run.start(i)?;
+    run.http(i, 2, None);
+    run.grpc(i);
+    run.hold(Duration::from_secs(2));
+    for (mode, kind) in [("eio", "fsync_eio"), ("enospc", "disk_full")] {
+        std::fs::write(&control, mode).map_err(ChaosError::io("write the failpoint file"))?;
+        run.fired(kind, format!("s0 data directory: {mode} for 4 s"));
+        run.hold(Duration::from_secs(4));
+        std::fs::write(&control, "pass").map_err(ChaosError::io("write the failpoint file"))?;
+        run.fired("storage_heal", "s0 data directory healthy".into());
+        // A server that refused to go on needs an operator: the harness restarts it.
+        if run.nodes[i].ready() || run.nodes[i].wait_ready(Duration::from_secs(8)).is_ok() {
+            run.hold(Duration::from_secs(2));
+        } else {
+            run.nodes[i].kill9();
+            run.fired("kill9", "s0 SIGKILL (not ready after the fault)".into());
+            run.start(i)?;
+        }
+    }
+    run.nodes[i].kill9();
+    run.fired("kill9", "s0 SIGKILL".into());
+    run.nodes[i].set_clock(-5.0)?;
+    run.fired("clock_restart_back", "s0 restarts at -5 s".into());
+    run.start(i)?;
+    let d = run.secs(3.0);
+    run.hold(d);
+    Ok(())
+}
+
+/// T23: three servers on a three-member etcd (each through its own proxies, under
+/// libfaketime) and a spare, under paced load (about 20,000 IDs/s) for the soak's length; every
+/// 10–30 s (seeded) one nemesis: SIGKILL and restart, SIGSTOP past the lease, a clock step
+/// (held 2 s, then back), an etcd leader kill, or a partition from etcd (6 s).
+fn soak(run: &mut Run) -> Result<(), ChaosError> {
+    run.pace = (1_000, Duration::from_millis(45));
+    run.etcd(3)?;
+    let mut proxies = Vec::new();
+    for n in 0..4 {
+        let (endpoints, proxy) = run.etcd_endpoints(true)?;
+        // Every server waits for a claim: one restarted while a spare holds its generator ID
+        // (the pool is full) waits to become a spare itself instead of exiting.
+        let args =
+            run.etcd_args(&endpoints, 2, 4_000, &["--generator-pool", "3", "--wait-for-claim"]);
+        let i = run.node(args, true)?;
+        if n == 3 {
+            run.nodes[i].start()?;
+        } else {
+            run.start(i)?;
+        }
+        proxies.push(proxy);
+    }
+    for i in 0..4 {
+        run.http(i, 1, None);
+    }
+    let end = Instant::now() + run.soak;
+    let steps = [-0.005, -1.0, -10.0, -3600.0, 0.5, 3600.0];
+    while Instant::now() < end {
+        let wait = Duration::from_secs(run.rng.between(10, 30));
+        run.hold(wait.min(end.saturating_duration_since(Instant::now())));
+        if Instant::now() >= end {
+            break;
+        }
+        let i = run.rng.index(4);
+        let name = run.nodes[i].name.clone();
+        match run.rng.index(5) {
+            0 => {
+                run.nodes[i].kill9();
+                run.fired("kill9", format!("{name} SIGKILL"));
+                run.nodes[i].start()?;
+            }
+            1 => {
+                run.nodes[i].pause()?;
+                run.fired("sigstop", format!("{name} SIGSTOP for 6 s"));
+                run.hold(Duration::from_secs(6));
+                run.nodes[i].resume()?;
+                run.fired("sigcont", format!("{name} SIGCONT"));
+            }
+            2 => {
+                let step = steps[run.rng.index(steps.len())];
+                run.nodes[i].set_clock(step)?;
+                let kind = if step < 0.0 { "clock_step_back" } else { "clock_step_forward" };
+                run.fired(kind, format!("{name} clock {step:+} s"));
+                run.hold(Duration::from_secs(2));
+                run.nodes[i].set_clock(0.0)?;
+                run.fired("clock_step_reset", format!("{name} clock back to true time"));
+            }
+            3 => {
+                let etcd = run.etcd.as_mut().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+                let leader = run.runtime.block_on(etcd.leader())?;
+                etcd.kill(leader)?;
+                run.fired("etcd_leader_kill", format!("etcd member {leader} SIGKILL"));
+                run.hold(Duration::from_secs(3));
+                let etcd = run.etcd.as_mut().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+                run.runtime.block_on(etcd.restart(leader))?;
+                run.fired("etcd_restart", format!("etcd member {leader} restarted"));
+            }
+            _ => {
+                for proxy in &proxies[i] {
+                    proxy.blackhole();
+                }
+                run.fired("partition_etcd", format!("{name} ↔ etcd blackholed for 6 s"));
+                run.hold(Duration::from_secs(6));
+                for proxy in &proxies[i] {
+                    proxy.heal();
+                }
+                run.fired("heal", format!("{name} ↔ etcd healed"));
+            }
+        }
+    }
+    Ok(())
+}
