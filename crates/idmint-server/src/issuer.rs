@@ -131,6 +131,13 @@ impl Backoff {
 }
 
 /// Where issued IDs go: `AnyId`s, or the bare `u64`s of a 64-bit layout.
+/// A batch count (already checked against `max_batch`) as a length, and the capacity to set
+/// aside for it: the one conversion of a count, so every issuer reserves alike.
+pub(crate) fn count_len(count: u64) -> (usize, usize) {
+    let len = usize::try_from(count).unwrap_or(usize::MAX);
+    (len, len.min(1 << 20))
+}
+
 pub(crate) trait IdSink: Send {
     fn len(&self) -> usize;
     fn reserve(&mut self, additional: usize);

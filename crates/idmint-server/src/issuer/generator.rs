@@ -290,7 +290,7 @@ impl GeneratorIssuer {
         ids: &mut dyn IdSink,
     ) -> Result<(), Error> {
         let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
-        ids.reserve(usize::try_from(count).unwrap_or(0).min(1 << 20));
+        ids.reserve(crate::issuer::count_len(count).1);
         let start = ids.len();
         let issued = |ids: &dyn IdSink| (ids.len() - start) as u64;
         while issued(ids) < count {

@@ -48,8 +48,8 @@ impl Store for Redis {
             // over; calls go round-robin over the nodes, each with its own clock, so the IDs are
             // sorted before they leave.
             let client = &self.client;
-            let want = usize::try_from(count).unwrap_or(usize::MAX);
-            let mut got: Vec<u64> = Vec::with_capacity(want.min(1 << 20));
+            let (want, capacity) = crate::issuer::count_len(count);
+            let mut got: Vec<u64> = Vec::with_capacity(capacity);
             while got.len() < want {
                 let n = (want - got.len()).min(IcicleClient::MAX_BATCH);
                 got.extend(client.generate_batch(n).await?.into_iter().map(|id| id.to_raw()));
