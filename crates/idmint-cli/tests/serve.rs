@@ -25,8 +25,8 @@ use std::{
 };
 
 use check::{
-    assert_all_above, assert_increasing, assert_unique, metric, report, snowflake, stored_mark,
-    time_ms, wait_until,
+    assert_all_above, assert_increasing, assert_unique, metric, metric_f64, report, snowflake,
+    stored_mark, time_ms, wait_until,
 };
 use common::{Server, idmint, libfaketime, strip_ansi};
 
@@ -178,11 +178,11 @@ fn restart_under_libfaketime_60s_back_issues_only_higher_ids() {
     let layout = snowflake();
     assert!(after.iter().all(|&id| time_ms(&layout, id) > mark), "an id at or below the mark");
     // The server saw its clock a minute behind the stored mark.
-    let ahead = metric(
+    let ahead = metric_f64(
         &second.get("/metrics").ok().text(),
-        r#"idmint_ahead_of_wall_ms{namespace="default"}"#,
+        r#"idmint_ahead_of_wall_seconds{namespace="default"}"#,
     );
-    assert!(ahead > 50_000, "idmint_ahead_of_wall_ms is {ahead}: was the clock faked?");
+    assert!(ahead > 50.0, "idmint_ahead_of_wall_seconds is {ahead}: was the clock faked?");
     assert!(second.terminate().success(), "exit after SIGTERM:\n{}", second.full_log());
     let log = second.full_log();
     let warned = log
@@ -291,15 +291,17 @@ fn second_server_on_the_same_generator_id_exits_with_one_clear_error() {
 #[test]
 fn sigterm_shuts_down_in_order_and_frees_the_generator_id() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let mut first = Serve::start(dir.path(), &["--generator-id", "0"], &[]);
+    let mut first =
+        Serve::start(dir.path(), &["--generator-id", "0", "--shutdown-delay-ms", "300"], &[]);
     let before = fetch(&first, 3);
     let status = first.terminate();
     let log = first.full_log();
     assert_eq!(status.code(), Some(0), "exit status after SIGTERM:\n{log}");
     let steps = [
         "SIGTERM",
-        "StoppedAccepting",
         "ReportedNotReady",
+        "shutdown_delay_ms=300",
+        "StoppedAccepting",
         "Drained",
         "Persisted",
         "Released",

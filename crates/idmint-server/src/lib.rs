@@ -132,14 +132,15 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// ```
 /// use idmint_server::ShutdownStep;
 ///
-/// assert!(ShutdownStep::StoppedAccepting < ShutdownStep::Released);
+/// assert!(ShutdownStep::ReportedNotReady < ShutdownStep::StoppedAccepting);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ShutdownStep {
+    /// Readiness turned false (`/readyz` answers 503); requests are still accepted and
+    /// answered for `shutdown_delay_ms`.
+    ReportedNotReady,
     /// The listener was closed: no new connections.
     StoppedAccepting,
-    /// Readiness turned false (`/readyz` answers 503).
-    ReportedNotReady,
     /// In-flight requests finished (or the drain time ran out).
     Drained,
     /// Every namespace's mark was stored once more.
