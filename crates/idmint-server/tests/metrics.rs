@@ -72,9 +72,9 @@ fn promtool_accepts_a_live_scrape_and_rejects_a_bad_name() {
     ] {
         assert!(metric_f64(&text, series) >= 1.0, "{series} is not at least 1");
     }
-    for series in ["process_cpu_seconds_total", "process_resident_memory_bytes"] {
-        assert!(metric_f64(&text, series) > 0.0, "{series} is 0:\n{text}");
-    }
+    assert!(metric_f64(&text, "process_resident_memory_bytes") > 0.0);
+    // A young process may have used less than a tick (10 ms) of CPU: only the sample is sure.
+    assert!(metric_f64(&text, "process_cpu_seconds_total") >= 0.0);
     assert!(metric_f64(&text, "process_start_time_seconds") > 1.6e9);
     let raw_paths = text.lines().filter(|l| l.contains("route=\"/nowhere\"")).count();
     assert_eq!(raw_paths, 0, "a raw path became a label:\n{text}");
