@@ -25,8 +25,8 @@ use std::{
 };
 
 use check::{
-    assert_all_above, assert_increasing, assert_unique, metric, metric_f64, report, snowflake,
-    stored_mark, time_ms, wait_until,
+    assert_all_above, assert_increasing, assert_unique, metric_f64, report, snowflake, stored_mark,
+    time_ms, wait_until,
 };
 use common::{Server, idmint, libfaketime, strip_ansi};
 
@@ -322,6 +322,47 @@ fn sigterm_shuts_down_in_order_and_frees_the_generator_id() {
     assert_eq!(again.terminate().code(), Some(0), "exit status:\n{}", again.full_log());
     let all: Vec<u64> = before.iter().chain(&after).copied().collect();
     report("sigterm_shuts_down_in_order", assert_unique(&all));
+}
+
+/// `--access-log` writes one JSON line per request on target `idmint::access`, with the
+/// method, the route template (not the raw path), the namespace, the status, the IDs issued
+/// and the latency; without it, no request is logged (the control).
+#[test]
+fn the_access_log_has_one_line_per_request_only_when_asked() {
+    let access_lines = |args: &[&str]| -> Vec<serde_json::Value> {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut all = vec!["--log-format", "json"];
+        all.extend_from_slice(args);
+        let mut serve = Serve::start(dir.path(), &all, &[]);
+        let batch = serve.get("/v1/namespaces/default/batch?count=3").ok();
+        assert_eq!(batch.ids().len(), 3);
+        let missing = serve.get("/v1/namespaces/nope/next");
+        assert_eq!(missing.status, 404);
+        assert!(serve.terminate().success());
+        serve
+            .full_log()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|line| line["target"] == "idmint::access")
+            .collect()
+    };
+    let lines = access_lines(&["--access-log"]);
+    // `Serve::start` polls `/readyz` until it answers 200: those requests are logged too.
+    let routes: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["fields"]["route"] != "/readyz").collect();
+    assert_eq!(routes.len(), 2, "{lines:#?}");
+    let check = |line: &serde_json::Value, route: &str, namespace: &str, status: u64, ids: u64| {
+        let fields = &line["fields"];
+        assert_eq!(fields["method"], "GET", "{line}");
+        assert_eq!(fields["route"], route, "{line}");
+        assert_eq!(fields["namespace"], namespace, "{line}");
+        assert_eq!(fields["status"], status, "{line}");
+        assert_eq!(fields["ids"], ids, "{line}");
+        assert!(fields["latency_us"].as_u64().is_some(), "no latency: {line}");
+    };
+    check(routes[0], "/v1/namespaces/{namespace}/batch", "default", 200, 3);
+    check(routes[1], "/v1/namespaces/{namespace}/next", "nope", 404, 0);
+    assert!(access_lines(&[]).is_empty(), "requests logged without --access-log");
 }
 
 /// The README's first command, `idmint serve`, with the listen address and data directory

@@ -205,6 +205,11 @@ pub(crate) fn serving_address(line: &str) -> Option<SocketAddr> {
     if !line.contains("idmint is serving") {
         return None;
     }
+    // A JSON line (`--log-format json`): the address is a field.
+    if line.starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(line).ok()?;
+        return json["fields"]["http"].as_str()?.parse().ok();
+    }
     let rest = &line[line.find("http=")? + "http=".len()..];
     rest.split_whitespace().next()?.parse().ok()
 }
