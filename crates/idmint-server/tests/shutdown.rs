@@ -148,8 +148,8 @@ fn idle_keep_alive_connections_do_not_hold_up_shutdown() {
 /// What a client polling a shutting-down server saw, in time from the cancel.
 #[derive(Debug)]
 struct Timeline {
-    /// The first `/readyz` that answered 503.
-    first_not_ready: Duration,
+    /// The first `/readyz` that answered 503 (None: none did before the refusal).
+    first_not_ready: Option<Duration>,
     /// `/readyz` answers of 200 after the first 503.
     ready_again: usize,
     /// `/v1/next` answers of 200 after the first 503, and the last one's time.
@@ -179,7 +179,7 @@ fn shutdown_timeline(delay_ms: u64) -> Timeline {
         let Some(timeline) = &mut seen else {
             if ready.status == 503 {
                 seen = Some(Timeline {
-                    first_not_ready: at,
+                    first_not_ready: Some(at),
                     ready_again: 0,
                     issued: 0,
                     last_issued: at,
@@ -203,7 +203,7 @@ fn shutdown_timeline(delay_ms: u64) -> Timeline {
     server.stop().expect("ordered shutdown");
     assert_eq!(state.shutdown_steps(), SHUTDOWN_ORDER);
     let mut timeline = seen.unwrap_or(Timeline {
-        first_not_ready: refused,
+        first_not_ready: None,
         ready_again: 0,
         issued: 0,
         last_issued: refused,
@@ -224,7 +224,7 @@ fn readiness_turns_off_for_the_whole_delay_before_the_listener_closes() {
         let timeline = shutdown_timeline(delay_ms);
         report_timeline(delay_ms, &timeline);
         let delay = Duration::from_millis(delay_ms);
-        let ok = timeline.first_not_ready < Duration::from_millis(100)
+        let ok = timeline.first_not_ready.is_some_and(|at| at < Duration::from_millis(100))
             && timeline.ready_again == 0
             && timeline.failed == 0
             && timeline.issued >= 10
@@ -240,7 +240,7 @@ fn readiness_turns_off_for_the_whole_delay_before_the_listener_closes() {
 #[allow(clippy::print_stderr)]
 fn report_timeline(delay_ms: u64, t: &Timeline) {
     eprintln!(
-        "shutdown_delay_ms {delay_ms}: /readyz 503 from {:?}; {} /v1/next answered 200 (last at \
+        "shutdown_delay_ms {delay_ms}: /readyz 503 first at {:?}; {} /v1/next answered 200 (last at \
          {:?}), {} not; ready again {} times; connection refused at {:?}",
         t.first_not_ready, t.issued, t.last_issued, t.failed, t.ready_again, t.refused
     );
