@@ -76,6 +76,10 @@ pub(crate) struct FileConfig {
     pub(crate) etcd_lable_prefix: Option<String>,
     #[serde(default)]
     pub(crate) server: Option<ServerConfig>,
+    /// Whether `[server]` sets `shutdown_delay_ms` (whose default differs between the library
+    /// and `idmint serve`).
+    #[serde(skip)]
+    pub(crate) server_sets_shutdown_delay: bool,
 }
 
 impl FileConfig {
@@ -84,9 +88,21 @@ impl FileConfig {
         let Some(path) = path else { return Ok(FileConfig::default()) };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        toml::from_str::<FileConfig>(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))
+        let mut config = toml::from_str::<FileConfig>(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+        config.server_sets_shutdown_delay = sets_shutdown_delay(&text);
+        Ok(config)
     }
+}
+
+/// Whether the TOML text (which parsed as a [`FileConfig`]) has `server.shutdown_delay_ms`.
+fn sets_shutdown_delay(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|table| {
+        table
+            .get("server")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|server| server.contains_key("shutdown_delay_ms"))
+    })
 }
 
 pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -308,6 +324,16 @@ etcd_prefix = "file/""#,
         let mut native = etcd_args(&["http://a:1"]);
         native.etcd_lable_prefix = Some("unique-id/".into());
         assert!(EtcdSettings::resolve(&native, None, &FileConfig::default()).is_err());
+    }
+
+    #[test]
+    fn the_shutdown_delay_is_noticed_only_where_the_file_sets_it() {
+        let check = |text: &str, want: bool| assert_eq!(sets_shutdown_delay(text), want, "{text}");
+        check("[server]\nshutdown_delay_ms = 0\n", true);
+        check("[server]\nshutdown_delay_ms = 2000\naccess_log = true\n", true);
+        check("[server]\naccess_log = true\n", false);
+        check("shutdown_delay_ms = 1\n", false);
+        check("", false);
     }
 
     #[test]

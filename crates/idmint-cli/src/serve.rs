@@ -176,6 +176,16 @@ pub(crate) struct Args {
     /// Log filter, as in RUST_LOG [default: info].
     #[arg(long, env = "IDMINT_LOG", value_name = "FILTER")]
     log: Option<String>,
+    /// Log one line per HTTP request on target `idmint::access`: method, route template,
+    /// namespace, status, IDs issued and latency [default: false; the file's
+    /// `server.access_log`].
+    #[arg(long, env = "IDMINT_ACCESS_LOG")]
+    access_log: bool,
+    /// On SIGTERM or Ctrl-C, report not ready (`/readyz` 503) and keep serving for this long
+    /// before closing the listener, so that load balancers stop sending first; 0 closes at
+    /// once. In ms, at most 600000 [default: 5000; the file's `server.shutdown_delay_ms`].
+    #[arg(long, env = "IDMINT_SHUTDOWN_DELAY_MS", value_name = "MS")]
+    shutdown_delay_ms: Option<u64>,
     #[command(flatten)]
     connections: ConnectionArgs,
     #[command(flatten)]
@@ -212,6 +222,11 @@ enum Store {
 /// The folder of the file store (segments and counters) inside the data directory. Namespace
 /// folders of the file coordinator never contain a `.`, so the two never meet.
 pub(crate) const FILE_STORE_DIR: &str = "store.d";
+
+/// `--shutdown-delay-ms` when neither a flag nor the file sets it: long enough for a load
+/// balancer that checks `/readyz` every second or two to see the 503 (the library's default
+/// is 0: a program that embeds it decides).
+const DEFAULT_SHUTDOWN_DELAY_MS: u64 = 5_000;
 
 /// The safety margin of --adopt-data-dir: ten minutes of clock error.
 const DEFAULT_ADOPT_MARGIN_MS: u64 = 600_000;
@@ -297,6 +312,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         config.cors_allow_origins.clone_from(&args.cors_allow_origin);
     }
     args.connections.apply(&mut config);
+    config.shutdown_delay_ms =
+        args.shutdown_delay_ms.unwrap_or(if file.server_sets_shutdown_delay {
+            config.shutdown_delay_ms
+        } else {
+            DEFAULT_SHUTDOWN_DELAY_MS
+        });
+    config.access_log |= args.access_log;
     config.allow_ahead |= args.allow_ahead;
     config.wait_for_claim |= args.wait_for_claim;
     if config.namespaces.is_empty() {

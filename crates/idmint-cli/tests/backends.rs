@@ -31,7 +31,8 @@ const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
 /// How long a server may take to start, or to stop after SIGTERM.
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `idmint <args>` with no `IDMINT_*` or `RUST_LOG` variable of the parent's environment.
+/// `idmint <args>` with no `IDMINT_*` or `RUST_LOG` variable of the parent's environment, and
+/// no shutdown delay.
 fn idmint(args: &[&str]) -> Command {
     let mut command = Command::new(IDMINT);
     command.args(args).stdin(Stdio::null()).env("NO_COLOR", "1");
@@ -41,6 +42,7 @@ fn idmint(args: &[&str]) -> Command {
             command.env_remove(name);
         }
     }
+    command.env("IDMINT_SHUTDOWN_DELAY_MS", "0");
     command
 }
 

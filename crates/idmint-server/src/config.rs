@@ -52,6 +52,14 @@ pub struct ServerConfig {
     pub max_wait_ms: u64,
     /// How long shutdown waits for in-flight requests, in ms. Default: 10,000.
     pub drain_ms: u64,
+    /// How long shutdown reports not ready (`/readyz` 503, gRPC health NOT_SERVING) while
+    /// still accepting and answering requests, before it stops accepting, in ms: the time a
+    /// load balancer needs to see the 503 and stop sending. 0: stop accepting at once.
+    /// Default: 0 here (an embedding program decides); `idmint serve` defaults to 5,000.
+    pub shutdown_delay_ms: u64,
+    /// Log one event per HTTP request on target `idmint::access` (method, route template,
+    /// namespace, status, IDs issued, latency). Default: false.
+    pub access_log: bool,
     /// When a namespace finds no generator ID free at start (every ID of its pool is held, or
     /// its fixed ID is) or its coordinator does not answer, start anyway with that namespace
     /// not ready (`/readyz` answers 503) and keep claiming in the background: a spare, which
@@ -109,6 +117,8 @@ impl Default for ServerConfig {
             max_body_bytes: 65_536,
             max_wait_ms: 1_000,
             drain_ms: 10_000,
+            shutdown_delay_ms: 0,
+            access_log: false,
             wait_for_claim: false,
             claim_retry_ms: 2_000,
             cors_allow_origins: Vec::new(),
@@ -498,6 +508,12 @@ impl ServerConfig {
         if !(10..=600_000).contains(&self.claim_retry_ms) {
             return bad(format!("claim_retry_ms must be 10..=600000, not {}", self.claim_retry_ms));
         }
+        if self.shutdown_delay_ms > 600_000 {
+            return bad(format!(
+                "shutdown_delay_ms must be 0..=600000, not {}",
+                self.shutdown_delay_ms
+            ));
+        }
         for origin in &self.cors_allow_origins {
             crate::web::check_origin(origin).map_err(Error::Config)?;
         }
@@ -751,5 +767,8 @@ mod tests {
         check(|c| c.http2_max_concurrent_streams = 0, false);
         check(|c| c.http2_max_pending_resets = 0, false);
         check(|c| c.http2_keepalive_timeout_ms = 0, false);
+        check(|c| c.shutdown_delay_ms = 0, true);
+        check(|c| c.shutdown_delay_ms = 600_000, true);
+        check(|c| c.shutdown_delay_ms = 600_001, false);
     }
 }

@@ -66,7 +66,15 @@ pub(crate) struct GrpcMetrics {
     streams_open: AtomicU64,
     /// Messages sent by `Stream` calls.
     stream_messages: AtomicU64,
+    /// Call latencies by service and method (to the response's head: for `Stream` and
+    /// `Watch`, until the stream starts).
+    latency: crate::metrics::Latencies,
 }
+
+/// The methods of the services served, the only values of the `method` label (a client can
+/// call any path; the rest are labelled `other`).
+const METHODS: [&str; 7] =
+    ["Next", "Batch", "Stream", "Decode", "ListNamespaces", "Check", "Watch"];
 
 impl GrpcMetrics {
     fn record(&self, code: tonic::Code) {
@@ -104,6 +112,12 @@ impl GrpcMetrics {
             out,
             "# HELP idmint_grpc_stream_messages_total Batches sent by Stream calls.\n# TYPE idmint_grpc_stream_messages_total counter\nidmint_grpc_stream_messages_total {}",
             self.stream_messages.load(Relaxed)
+        );
+        self.latency.render(
+            out,
+            "idmint_grpc_request_duration_seconds",
+            "gRPC call latency, to the response's head, by service and method.",
+            ["service", "method"],
         );
     }
 }
@@ -153,11 +167,13 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// Starts serving `server` on `listener`; the listener closes when `shutdown` is
-    /// cancelled, connections stay open until [`Endpoint::drain`].
+    /// Starts serving `server` on `listener`; the listener closes when `stop_accepting` is
+    /// cancelled, connections stay open until [`Endpoint::drain`]. Streams and health
+    /// watches end when `shutdown` is cancelled (the start of the shutdown).
     pub(crate) fn start(
         server: Arc<Server>,
         listener: TcpListener,
+        stop_accepting: CancellationToken,
         shutdown: CancellationToken,
     ) -> Endpoint {
         let stopped_accepting = CancellationToken::new();
@@ -165,7 +181,7 @@ impl Endpoint {
         let incoming = Incoming {
             first_byte: Duration::from_millis(server.config().first_byte_timeout_ms),
             listener: Some(listener),
-            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            shutdown: Box::pin(stop_accepting.cancelled_owned()),
             stopped: Some(stopped_accepting.clone().drop_guard()),
             backoff: None,
             delay: Duration::from_millis(1),
@@ -259,7 +275,7 @@ where
             tonic::codegen::http::Request<B>,
             Response = GrpcResponse,
             Error = std::convert::Infallible,
-        >,
+        > + tonic::server::NamedService,
     S::Future: Send + 'static,
 {
     type Response = GrpcResponse;
@@ -272,11 +288,15 @@ where
     }
 
     fn call(&mut self, request: tonic::codegen::http::Request<B>) -> Self::Future {
+        let started = std::time::Instant::now();
+        let method = request.uri().path().rsplit('/').next().unwrap_or("");
+        let method = METHODS.iter().find(|known| **known == method).copied().unwrap_or("other");
         let answer = self.inner.call(request);
         let server = Arc::clone(&self.server);
         let limit = self.limit;
         Box::pin(async move {
             let Ok(response) = answer.await;
+            server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
             Ok(strict_response(response, &server, limit))
         })
     }

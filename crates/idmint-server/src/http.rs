@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::{
     Json, Router,
     extract::{
-        DefaultBodyLimit, FromRequestParts, Path, RawQuery, Request, State,
+        DefaultBodyLimit, FromRequestParts, MatchedPath, Path, RawQuery, Request, State,
         rejection::JsonRejection,
     },
     http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts},
@@ -57,20 +57,65 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     }
 }
 
-/// Refuses declared bodies over the limit before routing, and counts responses by status.
+/// Refuses declared bodies over the limit, counts responses by status, times each request by
+/// its route template, and writes the access log.
 async fn guard(State(server): State<Arc<Server>>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let limit = server.config().max_body_bytes;
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let method = request.method().clone();
+    // The template, never the raw path: its values are few. Unrouted paths share one label.
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| UNMATCHED.to_owned(), |path| path.as_str().to_owned());
+    let namespace =
+        server.config().access_log.then(|| namespace_of(&server, &route, request.uri().path()));
     let response = match declared {
         Some(length) if length > limit as u64 => Error::PayloadTooLarge { limit }.into_response(),
         _ => next.run(request).await,
     };
-    server.http_metrics().record(response.status().as_u16());
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    server.http_metrics().record(status);
+    server.http_metrics().latency.observe(method.as_str(), &route, took);
+    if let Some(namespace) = namespace {
+        let issued = response.extensions().get::<Issued>().map_or(0, |issued| issued.0);
+        tracing::info!(
+            target: "idmint::access",
+            method = %method,
+            route = %route,
+            namespace = %namespace,
+            status,
+            ids = issued,
+            latency_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            "request"
+        );
+    }
     response
+}
+
+/// The route label of a request that matched no route.
+const UNMATCHED: &str = "unmatched";
+
+/// How many IDs a response carries, for the access log.
+#[derive(Debug, Clone, Copy)]
+struct Issued(usize);
+
+/// The namespace a request names, for the access log: its `{namespace}` segment (at most 64
+/// characters), the default namespace for `/v1/next` and friends, else empty.
+fn namespace_of(server: &Server, route: &str, path: &str) -> String {
+    if route.starts_with("/v1/namespaces/{namespace}") {
+        path.split('/').nth(3).unwrap_or("").chars().take(64).collect()
+    } else if ["/v1/next", "/v1/batch", "/v1/decode/{id}"].contains(&route) {
+        server.default_namespace().to_owned()
+    } else {
+        String::new()
+    }
 }
 
 impl IntoResponse for Error {
@@ -287,7 +332,9 @@ async fn next(
     body.push_str(r#"","id":"#);
     push_json_id(&mut body, id, format, numbers)?;
     body.push('}');
-    Ok(json_body(body))
+    let mut response = json_body(body);
+    response.extensions_mut().insert(Issued(1));
+    Ok(response)
 }
 
 async fn batch(
@@ -405,6 +452,7 @@ async fn batch_response(
 ) -> Result<Response, Error> {
     let (format, numbers) = output(ns, params)?;
     let ids = ns.batch(server.clocks(), count, server.config().max_wait_ms).await?;
+    let issued = Issued(ids.len());
     // Written by hand: a 100,000-ID body is built in one buffer, without a String per ID.
     let mut body = String::with_capacity(32 + ids.len() * 24);
     body.push_str(r#"{"namespace":""#);
@@ -417,7 +465,9 @@ async fn batch_response(
         push_json_id(&mut body, id, format, numbers)?;
     }
     body.push_str("]}");
-    Ok(json_body(body))
+    let mut response = json_body(body);
+    response.extensions_mut().insert(issued);
+    Ok(response)
 }
 
 async fn decode(

@@ -22,13 +22,15 @@
 //!
 //! # Shutdown order
 //!
-//! When the token is cancelled: stop accepting connections, report not ready, drain in-flight
-//! requests (up to `drain_ms`), persist each namespace's mark, release its claim. The steps are
-//! recorded in [`Server::shutdown_steps`]. With both APIs (`serve_all`), each step is taken for
-//! both before the next begins: both listeners are closed, then readiness (and gRPC health)
-//! turns off, then both drain within the one `drain_ms`, then marks are persisted and claims
-//! released, once. gRPC streams end when the token is cancelled, so they never hold up the
-//! drain.
+//! When the token is cancelled: report not ready, keep accepting and answering requests for
+//! `shutdown_delay_ms` (so that a load balancer sees `/readyz` answer 503 before any
+//! connection is refused), stop accepting connections, drain in-flight requests (up to
+//! `drain_ms`), persist each namespace's mark, release its claim. The steps are recorded in
+//! [`Server::shutdown_steps`]. With both APIs (`serve_all`), each step is taken for both
+//! before the next begins: readiness (and gRPC health) turns off, both keep serving through
+//! the one delay, both listeners are closed, then both drain within the one `drain_ms`, then
+//! marks are persisted and claims released, once. gRPC streams end when the token is
+//! cancelled, so they never hold up the drain.
 //!
 //! # Example
 //!
@@ -132,14 +134,15 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// ```
 /// use idmint_server::ShutdownStep;
 ///
-/// assert!(ShutdownStep::StoppedAccepting < ShutdownStep::Released);
+/// assert!(ShutdownStep::ReportedNotReady < ShutdownStep::StoppedAccepting);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ShutdownStep {
+    /// Readiness turned false (`/readyz` answers 503); requests are still accepted and
+    /// answered for `shutdown_delay_ms`.
+    ReportedNotReady,
     /// The listener was closed: no new connections.
     StoppedAccepting,
-    /// Readiness turned false (`/readyz` answers 503).
-    ReportedNotReady,
     /// In-flight requests finished (or the drain time ran out).
     Drained,
     /// Every namespace's mark was stored once more.

@@ -61,7 +61,8 @@ use crate::{Error, Server, ServerConfig, ShutdownStep, http, metrics::CloseReaso
 pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
 
 /// Serves the HTTP API of `server` on `listener` until `shutdown` is cancelled, then shuts
-/// down in order: stop accepting, report not ready, drain in-flight requests, persist marks,
+/// down in order: report not ready, keep serving for `shutdown_delay_ms` (so that load
+/// balancers see the 503 first), stop accepting, drain in-flight requests, persist marks,
 /// release claims.
 ///
 /// # Errors
@@ -125,9 +126,10 @@ pub async fn serve_grpc(
 }
 
 /// Serves the HTTP API on `http` and, when given, the gRPC API on `grpc`, over one server,
-/// until `shutdown` is cancelled. Then both stop accepting, readiness and gRPC health turn
-/// off, both drain (together, within `drain_ms`), and only then are marks persisted and
-/// claims released, once: [`Server::shutdown_steps`] records each step once.
+/// until `shutdown` is cancelled. Then readiness and gRPC health turn off, both keep serving
+/// for `shutdown_delay_ms`, both stop accepting, both drain (together, within `drain_ms`),
+/// and only then are marks persisted and claims released, once: [`Server::shutdown_steps`]
+/// records each step once.
 ///
 /// # Errors
 ///
@@ -154,8 +156,8 @@ pub async fn serve_grpc(
 /// assert_eq!(
 ///     server.shutdown_steps(),
 ///     [
-///         ShutdownStep::StoppedAccepting,
 ///         ShutdownStep::ReportedNotReady,
+///         ShutdownStep::StoppedAccepting,
 ///         ShutdownStep::Drained,
 ///         ShutdownStep::Persisted,
 ///         ShutdownStep::Released,
@@ -181,22 +183,45 @@ async fn serve_endpoints(
     #[cfg(feature = "grpc")] grpc: Option<TcpListener>,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
+    // Cancelled after the shutdown delay: the listeners close then, not when `shutdown` is.
+    let stop_accepting = CancellationToken::new();
     #[cfg(feature = "grpc")]
-    let grpc =
-        grpc.map(|listener| grpc::Endpoint::start(Arc::clone(&server), listener, shutdown.clone()));
-    let graceful = match http {
-        Some(listener) => Some(accept_http(&server, listener, &shutdown).await),
-        None => {
-            shutdown.cancelled().await;
-            None
+    let grpc = grpc.map(|listener| {
+        grpc::Endpoint::start(
+            Arc::clone(&server),
+            listener,
+            stop_accepting.clone(),
+            shutdown.clone(),
+        )
+    });
+    let sequence = async {
+        shutdown.cancelled().await;
+        server.report_not_ready();
+        let delay = server.config.shutdown_delay_ms;
+        if delay > 0 {
+            tracing::info!(
+                shutdown_delay_ms = delay,
+                "not ready; still serving until the load balancers have seen it"
+            );
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        stop_accepting.cancel();
+    };
+    let accepting = async {
+        match http {
+            Some(listener) => Some(accept_http(&server, listener, &stop_accepting).await),
+            None => {
+                stop_accepting.cancelled().await;
+                None
+            }
         }
     };
+    let (graceful, ()) = tokio::join!(accepting, sequence);
     #[cfg(feature = "grpc")]
     if let Some(grpc) = &grpc {
         grpc.stopped_accepting().await;
     }
     server.step(ShutdownStep::StoppedAccepting);
-    server.report_not_ready();
     let drain = Duration::from_millis(server.config.drain_ms);
     let http_drained = async {
         if let Some(graceful) = graceful {

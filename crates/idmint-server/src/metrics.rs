@@ -1,12 +1,19 @@
 //! Prometheus metrics: plain atomic counters on the hot path, rendered as text on `/metrics`.
 //!
-//! No metrics library: the hot path only does relaxed atomic adds, and the exposition format is
-//! a few lines of text.
+//! No metrics library: the hot path only does relaxed atomic adds (and a read lock to find a
+//! latency series), and the exposition format is a few lines of text. Every name follows
+//! Prometheus' conventions (base units: seconds and bytes; `_total` on counters), which
+//! `promtool check metrics` checks in the tests.
 
 use crate::listener::Refusal;
 use std::{
+    collections::BTreeMap,
     fmt::Write,
-    sync::atomic::{AtomicU64, Ordering::Relaxed},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering::Relaxed},
+    },
+    time::Duration,
 };
 
 /// Counters and gauges of one namespace.
@@ -58,6 +65,8 @@ pub(crate) struct HttpMetrics {
     connections_open: AtomicU64,
     closed: [AtomicU64; CloseReason::ALL.len()],
     refused: [AtomicU64; 2],
+    /// Request latencies by method and route template.
+    pub(crate) latency: Latencies,
 }
 
 const STATUSES: [u16; 12] = [200, 400, 401, 403, 404, 405, 413, 414, 431, 500, 503, 504];
@@ -172,6 +181,17 @@ pub(crate) fn render(
             let _ = writeln!(out, "{name}{{namespace=\"{}\"}} {}", ns.name, value(ns));
         }
     };
+    // A value kept in ms, shown in seconds (Prometheus wants base units).
+    let per_ns_seconds = |out: &mut String,
+                          name: &str,
+                          kind: &str,
+                          help: &str,
+                          value: &dyn Fn(&NamespaceGauges<'_>) -> u64| {
+        family(out, name, kind, help);
+        for ns in namespaces {
+            let _ = writeln!(out, "{name}{{namespace=\"{}\"}} {}", ns.name, Seconds(value(ns)));
+        }
+    };
     let load = |c: &AtomicU64| c.load(Relaxed);
     per_ns(&mut out, "idmint_ids_issued_total", "counter", "IDs issued.", &|n| {
         load(&n.metrics.ids_issued)
@@ -193,11 +213,11 @@ pub(crate) fn render(
         "Times a tick's sequence was used up and the generator had to wait.",
         &|n| load(&n.metrics.sequence_exhaustions),
     );
-    per_ns(
+    per_ns_seconds(
         &mut out,
-        "idmint_wait_ms_total",
+        "idmint_wait_seconds_total",
         "counter",
-        "Milliseconds requests spent waiting for the generator.",
+        "Time requests spent waiting for the generator, in seconds.",
         &|n| load(&n.metrics.waited_ms),
     );
     per_ns(
@@ -207,25 +227,25 @@ pub(crate) fn render(
         "Backward steps of the wall clock seen.",
         &|n| load(&n.metrics.clock_backward_events),
     );
-    per_ns(
+    per_ns_seconds(
         &mut out,
-        "idmint_clock_backward_ms_total",
+        "idmint_clock_backward_seconds_total",
         "counter",
-        "Sum of the sizes of backward wall-clock steps, in ms.",
+        "Sum of the sizes of backward wall-clock steps, in seconds.",
         &|n| load(&n.metrics.clock_backward_ms_total),
     );
-    per_ns(
+    per_ns_seconds(
         &mut out,
-        "idmint_clock_backward_ms_max",
+        "idmint_clock_backward_max_seconds",
         "gauge",
-        "The largest backward wall-clock step seen, in ms.",
+        "The largest backward wall-clock step seen, in seconds.",
         &|n| load(&n.metrics.clock_backward_ms_max),
     );
-    per_ns(
+    per_ns_seconds(
         &mut out,
-        "idmint_ahead_of_wall_ms",
+        "idmint_ahead_of_wall_seconds",
         "gauge",
-        "How far the generator's time is ahead of the wall clock, in ms.",
+        "How far the generator's time is ahead of the wall clock, in seconds.",
         &|n| n.ahead_of_wall_ms,
     );
     per_ns(
@@ -235,11 +255,11 @@ pub(crate) fn render(
         "Requests refused because the stored high-water mark was used up.",
         &|n| load(&n.metrics.window_exhausted),
     );
-    per_ns(
+    per_ns_seconds(
         &mut out,
-        "idmint_high_water_mark_ms",
+        "idmint_high_water_mark_timestamp_seconds",
         "gauge",
-        "The durably stored high-water mark, in Unix ms.",
+        "The durably stored high-water mark, as a Unix time in seconds.",
         &|n| load(&n.metrics.mark_ms),
     );
     per_ns(
@@ -302,5 +322,277 @@ pub(crate) fn render(
         load(&http.by_status[STATUSES.len()])
     );
     http.render_connections(&mut out);
+    http.latency.render(
+        &mut out,
+        "idmint_http_request_duration_seconds",
+        "HTTP request latency, from the request's head to its response's head, by method and route template.",
+        ["method", "route"],
+    );
+    render_process(&mut out);
     out
+}
+
+/// Milliseconds, written as seconds with three decimals (`1500` is `1.500`).
+pub(crate) struct Seconds(pub(crate) u64);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// The upper bounds of the latency buckets, in microseconds (0.5 ms to 10 s).
+const BUCKETS_US: [u64; 14] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
+
+/// A latency histogram: a relaxed atomic add per bucket, count and sum.
+#[derive(Debug, Default)]
+pub(crate) struct Histogram {
+    /// Observations per bucket (not cumulative); the last slot is above every bound.
+    buckets: [AtomicU64; BUCKETS_US.len() + 1],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    pub(crate) fn observe(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let slot = BUCKETS_US.iter().position(|&bound| us <= bound).unwrap_or(BUCKETS_US.len());
+        self.buckets[slot].fetch_add(1, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+        self.sum_ns.fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    /// Writes the `_bucket`, `_sum` and `_count` samples of one series; `labels` is the
+    /// series' labels without braces (`route="/v1/next"`).
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS_US.iter().enumerate() {
+            cumulative += self.buckets[i].load(Relaxed);
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+        }
+        // Read the count after the buckets: `+Inf` is at least every bucket's total.
+        let count =
+            self.count.load(Relaxed).max(cumulative + self.buckets[BUCKETS_US.len()].load(Relaxed));
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+        let sum = self.sum_ns.load(Relaxed);
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}.{:09}",
+            sum / 1_000_000_000,
+            sum % 1_000_000_000
+        );
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+    }
+}
+
+/// Latency histograms by a small, bounded set of label values (route templates, gRPC
+/// methods): a read lock and a relaxed add per request once a series exists.
+#[derive(Debug, Default)]
+pub(crate) struct Latencies {
+    series: RwLock<BTreeMap<(String, String), Arc<Histogram>>>,
+}
+
+impl Latencies {
+    /// Records one request of `(first, second)` (method and route, or service and method).
+    pub(crate) fn observe(&self, first: &str, second: &str, took: Duration) {
+        let found = self
+            .series
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(first.to_owned(), second.to_owned()))
+            .cloned();
+        let histogram = match found {
+            Some(histogram) => histogram,
+            None => Arc::clone(
+                self.series
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry((first.to_owned(), second.to_owned()))
+                    .or_default(),
+            ),
+        };
+        histogram.observe(took);
+    }
+
+    /// Writes the family `name` with its labels named `keys`.
+    pub(crate) fn render(&self, out: &mut String, name: &str, help: &str, keys: [&str; 2]) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let series = self.series.read().unwrap_or_else(|p| p.into_inner());
+        for ((first, second), histogram) in series.iter() {
+            let labels =
+                format!("{}=\"{}\",{}=\"{}\"", keys[0], escape(first), keys[1], escape(second));
+            histogram.render(out, name, &labels);
+        }
+    }
+}
+
+/// A label value escaped for the text format.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// `idmint_build_info` and the standard process metrics (Linux: read from `/proc/self`;
+/// elsewhere only the build info).
+pub(crate) fn render_process(out: &mut String) {
+    let _ = writeln!(
+        out,
+        "# HELP idmint_build_info The version of idmint serving, as a label; always 1.\n# TYPE idmint_build_info gauge\nidmint_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    let Some(process) = Process::read() else { return };
+    let _ = writeln!(
+        out,
+        "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
+        Seconds(process.cpu_ticks * 1000 / CLOCK_TICKS_PER_SECOND)
+    );
+    let _ = writeln!(
+        out,
+        "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}",
+        process.resident_bytes
+    );
+    let _ = writeln!(
+        out,
+        "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\nprocess_open_fds {}",
+        process.open_fds
+    );
+    if let Some(limit) = process.max_fds {
+        let _ = writeln!(
+            out,
+            "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\nprocess_max_fds {limit}"
+        );
+    }
+    if let Some(start_ms) = process.start_ms {
+        let _ = writeln!(
+            out,
+            "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {}",
+            Seconds(start_ms)
+        );
+    }
+}
+
+/// `/proc` counts CPU time and start times in clock ticks of USER_HZ, which Linux fixes at 100
+/// for user space on every architecture it runs on (`sysconf(_SC_CLK_TCK)` would need unsafe
+/// code to ask).
+const CLOCK_TICKS_PER_SECOND: u64 = 100;
+
+/// What `/proc/self` says about this process.
+#[derive(Debug, PartialEq, Eq)]
+struct Process {
+    cpu_ticks: u64,
+    resident_bytes: u64,
+    open_fds: u64,
+    max_fds: Option<u64>,
+    start_ms: Option<u64>,
+}
+
+impl Process {
+    fn read() -> Option<Process> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+        let boot = std::fs::read_to_string("/proc/stat").ok();
+        let limits = std::fs::read_to_string("/proc/self/limits").ok();
+        Process::parse(&stat, &status, boot.as_deref(), limits.as_deref(), open_fds)
+    }
+
+    /// Parses the files of `/proc` (pure, for the tests).
+    fn parse(
+        stat: &str,
+        status: &str,
+        proc_stat: Option<&str>,
+        limits: Option<&str>,
+        open_fds: u64,
+    ) -> Option<Process> {
+        // The command name (field 2) is in parentheses and may hold spaces: fields after it
+        // are counted from the last `)`. utime and stime are fields 14 and 15, starttime 22.
+        let after = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+        let cpu_ticks = field(14)?.checked_add(field(15)?)?;
+        let resident_kb = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        let boot_secs = proc_stat.and_then(|text| {
+            text.lines().find_map(|line| line.strip_prefix("btime "))?.trim().parse::<u64>().ok()
+        });
+        let start_ms = boot_secs
+            .zip(field(22))
+            .map(|(boot, ticks)| boot * 1000 + ticks * 1000 / CLOCK_TICKS_PER_SECOND);
+        let max_fds = limits.and_then(|text| {
+            let line = text.lines().find(|line| line.starts_with("Max open files"))?;
+            line["Max open files".len()..].split_whitespace().next()?.parse::<u64>().ok()
+        });
+        Some(Process { cpu_ticks, resident_bytes: resident_kb * 1024, open_fds, max_fds, start_ms })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_written_from_ms() {
+        let check = |ms: u64, want: &str| assert_eq!(Seconds(ms).to_string(), want);
+        check(0, "0.000");
+        check(1, "0.001");
+        check(1_500, "1.500");
+        check(60_000, "60.000");
+        check(u64::MAX, "18446744073709551.615");
+    }
+
+    #[test]
+    fn a_histogram_is_cumulative_with_its_sum_and_count() {
+        let histogram = Histogram::default();
+        for us in [100, 600, 600, 20_000_000] {
+            histogram.observe(Duration::from_micros(us));
+        }
+        let mut out = String::new();
+        histogram.render(&mut out, "h", "route=\"/x\"");
+        let check = |line: &str| assert!(out.lines().any(|l| l == line), "no `{line}` in\n{out}");
+        check("h_bucket{route=\"/x\",le=\"0.0005\"} 1");
+        check("h_bucket{route=\"/x\",le=\"0.001\"} 3");
+        check("h_bucket{route=\"/x\",le=\"10\"} 3");
+        check("h_bucket{route=\"/x\",le=\"+Inf\"} 4");
+        check("h_sum{route=\"/x\"} 20.001300000");
+        check("h_count{route=\"/x\"} 4");
+    }
+
+    #[test]
+    fn proc_files_are_parsed_and_bad_ones_refused() {
+        let stat = "4242 (idmint (a) b) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 12345 1000000 500 18446744073709551615";
+        let status = "Name:\tidmint\nVmRSS:\t   2048 kB\nThreads:\t9\n";
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 4096                 files\n";
+        let process =
+            Process::parse(stat, status, Some("cpu 1 2\nbtime 1700000000\n"), Some(limits), 7);
+        assert_eq!(
+            process,
+            Some(Process {
+                cpu_ticks: 300,
+                resident_bytes: 2048 * 1024,
+                open_fds: 7,
+                max_fds: Some(1024),
+                start_ms: Some(1_700_000_123_450),
+            })
+        );
+        assert_eq!(Process::parse("garbage", status, None, None, 1), None);
+        assert_eq!(Process::parse(stat, "VmRSS: lots\n", None, None, 1), None);
+    }
+
+    /// The live process, as the server reads it: some CPU, some memory, open files.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn this_process_is_read() {
+        let process = Process::read().expect("/proc/self");
+        assert!(process.resident_bytes > 0 && process.open_fds > 0);
+        assert!(process.start_ms.is_some_and(|ms| ms > 1_600_000_000_000));
+    }
 }

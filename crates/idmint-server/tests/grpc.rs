@@ -262,6 +262,15 @@ async fn every_call_answers() {
     assert_eq!(batch.ids.len(), 3);
 
     assert_eq!(running.metric("idmint_grpc_responses_total{code=\"OK\"}"), 9);
+    // Latency by method: every call is in its method's histogram, and only known methods
+    // are labels.
+    let text = running.server.render_metrics();
+    let count = |method: &str| {
+        running.metric(&format!(
+            "idmint_grpc_request_duration_seconds_count{{service=\"idmint.v1.IdMint\",method=\"{method}\"}}"
+        ))
+    };
+    assert!(count("Batch") >= 2 && count("Next") >= 1 && count("Decode") >= 1, "{text}");
     running.stop().await.unwrap();
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use common::{
     TestServer,
     check::{
-        assert_all_above, assert_increasing, assert_unique, metric, report, snowflake, stored_mark,
-        time_ms,
+        assert_all_above, assert_increasing, assert_unique, metric, metric_f64, report, snowflake,
+        stored_mark, time_ms,
     },
     clock, http,
 };
@@ -69,8 +69,9 @@ fn restart_with_clock_set_back_60s_issues_only_higher_ids() {
         after.iter().all(|&id| time_ms(&layout, id) > mark),
         "an id after the restart lies at or below the mark the first run stored"
     );
-    let ahead = metric(&second.metrics(), r#"idmint_ahead_of_wall_ms{namespace="default"}"#);
-    assert!(ahead > 59_000, "idmint_ahead_of_wall_ms is {ahead}, expected > 59000");
+    let ahead =
+        metric_f64(&second.metrics(), r#"idmint_ahead_of_wall_seconds{namespace="default"}"#);
+    assert!(ahead > 59.0, "idmint_ahead_of_wall_seconds is {ahead}, expected > 59");
     second.stop().expect("ordered shutdown");
 
     let all: Vec<u64> = before.iter().chain(&after).copied().collect();
@@ -96,8 +97,8 @@ fn clock_stepping_back_while_serving_keeps_ids_increasing() {
     let steps = metric(&metrics, r#"idmint_clock_backward_total{namespace="default"}"#);
     // The first step (5 ms) hides in the time between requests; the others cannot.
     assert!(steps >= 3, "expected at least 3 backward steps counted, got {steps}");
-    let largest = metric(&metrics, r#"idmint_clock_backward_ms_max{namespace="default"}"#);
-    assert!(largest >= 3_500_000, "largest backward step {largest} ms");
+    let largest = metric_f64(&metrics, r#"idmint_clock_backward_max_seconds{namespace="default"}"#);
+    assert!(largest >= 3_500.0, "largest backward step {largest} s");
     server.stop().expect("ordered shutdown");
     assert!(
         ids.iter().all(|&id| time_ms(&snowflake(), id) <= stored_mark(dir.path(), "default", 0)),

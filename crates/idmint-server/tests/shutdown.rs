@@ -1,6 +1,7 @@
-//! The ordered shutdown, in process: with a slow batch in flight when the token is cancelled,
-//! the server stops accepting, reports not ready while the batch is still being served, lets
-//! it finish, stores its mark and releases its claim, in that order.
+//! The ordered shutdown, in process: when the token is cancelled the server reports not ready,
+//! keeps serving for `shutdown_delay_ms` (so that a load balancer sees the 503 first), stops
+//! accepting, lets a slow batch in flight finish, stores its mark and releases its claim, in
+//! that order.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use common::{
@@ -142,4 +143,105 @@ fn idle_keep_alive_connections_do_not_hold_up_shutdown() {
         panic!("the idle connection still answers after shutdown: {}", response.status);
     }
     report("idle_keep_alive_connections", assert_unique(&ids));
+}
+
+/// What a client polling a shutting-down server saw, in time from the cancel.
+#[derive(Debug)]
+struct Timeline {
+    /// The first `/readyz` that answered 503 (None: none did before the refusal).
+    first_not_ready: Option<Duration>,
+    /// `/readyz` answers of 200 after the first 503.
+    ready_again: usize,
+    /// `/v1/next` answers of 200 after the first 503, and the last one's time.
+    issued: usize,
+    last_issued: Duration,
+    /// `/v1/next` answers that were not 200 while the listener was open.
+    failed: usize,
+    /// The first connection refused.
+    refused: Duration,
+}
+
+/// Cancels a server with `shutdown_delay_ms = delay_ms` and polls it on new connections
+/// (`/readyz`, then `/v1/next`) until a connection is refused.
+fn shutdown_timeline(delay_ms: u64) -> Timeline {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = ServerConfig { shutdown_delay_ms: delay_ms, ..ServerConfig::default() };
+    let server = TestServer::on_dir(config, dir.path(), clock(0)).expect("start");
+    assert_eq!(server.get("/readyz").status, 200);
+    let addr = server.addr;
+    let cancelled = Instant::now();
+    server.shutdown.cancel();
+    let mut seen: Option<Timeline> = None;
+    let refused = loop {
+        let at = cancelled.elapsed();
+        assert!(at < Duration::from_secs(10), "the listener never closed: {seen:?}");
+        let Ok(ready) = http::send(addr, "GET", "/readyz", &[], None) else { break at };
+        let Some(timeline) = &mut seen else {
+            if ready.status == 503 {
+                seen = Some(Timeline {
+                    first_not_ready: Some(at),
+                    ready_again: 0,
+                    issued: 0,
+                    last_issued: at,
+                    failed: 0,
+                    refused: at,
+                });
+            }
+            continue;
+        };
+        timeline.ready_again += usize::from(ready.status != 503);
+        match http::send(addr, "GET", "/v1/next", &[], None) {
+            Ok(next) if next.status == 200 => {
+                timeline.issued += 1;
+                timeline.last_issued = cancelled.elapsed();
+            }
+            Ok(_) => timeline.failed += 1,
+            Err(_) => break cancelled.elapsed(),
+        }
+    };
+    let state = Arc::clone(&server.server);
+    server.stop().expect("ordered shutdown");
+    assert_eq!(state.shutdown_steps(), SHUTDOWN_ORDER);
+    let mut timeline = seen.unwrap_or(Timeline {
+        first_not_ready: None,
+        ready_again: 0,
+        issued: 0,
+        last_issued: refused,
+        failed: 0,
+        refused,
+    });
+    timeline.refused = refused;
+    timeline
+}
+
+/// With a delay, `/readyz` answers 503 for the whole of it while new connections are still
+/// accepted and `/v1/next` still issues; only then does the listener close. Without one (the
+/// control: the order a load balancer cannot use), connections are refused at once, which the
+/// same checks catch.
+#[test]
+fn readiness_turns_off_for_the_whole_delay_before_the_listener_closes() {
+    let check = |delay_ms: u64, held: bool| {
+        let timeline = shutdown_timeline(delay_ms);
+        report_timeline(delay_ms, &timeline);
+        let delay = Duration::from_millis(delay_ms);
+        let ok = timeline.first_not_ready.is_some_and(|at| at < Duration::from_millis(100))
+            && timeline.ready_again == 0
+            && timeline.failed == 0
+            && timeline.issued >= 10
+            && timeline.refused >= delay
+            && timeline.last_issued + Duration::from_millis(100) >= delay;
+        assert_eq!(ok, held, "shutdown_delay_ms {delay_ms}: {timeline:?}");
+    };
+    check(500, true);
+    check(0, false);
+}
+
+/// Shows the timeline (with `--nocapture`).
+#[allow(clippy::print_stderr)]
+fn report_timeline(delay_ms: u64, t: &Timeline) {
+    eprintln!(
+        "shutdown_delay_ms {delay_ms}: /readyz 503 first at {:?}; {} /v1/next answered 200 (last at \
+         {:?}), {} not; ready again {} times; connection refused at {:?}",
+        t.first_not_ready, t.issued, t.last_issued, t.failed, t.ready_again, t.refused
+    );
 }

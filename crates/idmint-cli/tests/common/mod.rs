@@ -26,7 +26,9 @@ pub(crate) const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
 /// the caller's environment cannot change a test.
 const CLEARED_ENV: [&str; 2] = ["RUST_LOG", "LD_PRELOAD"];
 
-/// `idmint <args>` with a clean environment (then `env`), no stdin and no colours.
+/// `idmint <args>` with a clean environment (then `env`), no stdin and no colours. Servers stop
+/// without the load-balancer delay (`IDMINT_SHUTDOWN_DELAY_MS=0`) unless `env` or a flag
+/// gives one: the tests that need it say so.
 pub(crate) fn idmint<A: AsRef<OsStr>>(
     args: impl IntoIterator<Item = A>,
     env: &[(&str, &str)],
@@ -41,6 +43,7 @@ pub(crate) fn idmint<A: AsRef<OsStr>>(
             command.env_remove(name);
         }
     }
+    command.env("IDMINT_SHUTDOWN_DELAY_MS", "0");
     command.envs(env.iter().copied());
     command
 }
@@ -201,6 +204,11 @@ pub(crate) fn strip_ansi(line: &str) -> String {
 pub(crate) fn serving_address(line: &str) -> Option<SocketAddr> {
     if !line.contains("idmint is serving") {
         return None;
+    }
+    // A JSON line (`--log-format json`): the address is a field.
+    if line.starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(line).ok()?;
+        return json["fields"]["http"].as_str()?.parse().ok();
     }
     let rest = &line[line.find("http=")? + "http=".len()..];
     rest.split_whitespace().next()?.parse().ok()

@@ -71,6 +71,16 @@ pub(crate) fn metric(text: &str, series: &str) -> u64 {
         .unwrap_or_else(|| panic!("no sample `{series}` in the metrics:\n{text}"))
 }
 
+/// The value of one sample in Prometheus text that may have a fraction (seconds).
+pub(crate) fn metric_f64(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .unwrap_or_else(|| panic!("no sample `{series}` in the metrics:\n{text}"))
+}
+
 /// Polls `ready` every few milliseconds until it holds; panics after `timeout`.
 pub(crate) fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

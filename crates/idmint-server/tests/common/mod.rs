@@ -105,8 +105,8 @@ pub(crate) fn clock(offset_ms: i64) -> Arc<OffsetClock> {
 
 /// The steps of an ordered shutdown, in the order every shutdown takes them.
 pub(crate) const SHUTDOWN_ORDER: [ShutdownStep; 5] = [
-    ShutdownStep::StoppedAccepting,
     ShutdownStep::ReportedNotReady,
+    ShutdownStep::StoppedAccepting,
     ShutdownStep::Drained,
     ShutdownStep::Persisted,
     ShutdownStep::Released,
