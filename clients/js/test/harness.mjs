@@ -48,7 +48,7 @@ export async function startIdmint({ toml = "", args = [] } = {}) {
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     idmintBinary(),
-    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", join(dir, "data"), "--config", config, "--log", "warn", ...args],
+    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", join(dir, "data"), "--config", config, "--log", "warn", "--shutdown-delay-ms", "0", ...args],
     { stdio: ["ignore", "ignore", "pipe"], env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } },
   );
   let stderr = "";

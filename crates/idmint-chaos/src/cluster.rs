@@ -119,6 +119,8 @@ impl Node {
         command
             .arg("serve")
             .args(["--listen", &self.http.to_string(), "--grpc-listen", &self.grpc.to_string()])
+            // No load balancer waits here: stop accepting as soon as asked.
+            .args(["--shutdown-delay-ms", "0"])
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log)
