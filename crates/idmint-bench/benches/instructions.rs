@@ -1,0 +1,158 @@
+//! The loop that `scripts/instructions` runs under callgrind: N calls of one generator with a
+//! fixed time sequence, so that instruction counts repeat exactly from run to run.
+//!
+//! Usage: `instructions <case> <n>`. Every case makes `n` calls (`n` reservations for
+//! `idmint/batch`), reads no clock (but snowflaked, which reads the system clock itself) and
+//! never sleeps. The time is a plain counter that moves 1 ms every 1,024 readings, below every
+//! layout's 4,096 IDs per ms, so no call waits. The script runs each case at two sizes and
+//! divides the difference of the totals by the difference of the IDs, so that start-up costs
+//! cancel. The case prints the number of IDs it made on standard output.
+
+use std::{
+    hint::black_box,
+    process::ExitCode,
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+use ferroid::{generator::AtomicSnowflakeGenerator, id::SnowflakeTwitterId, time::TimeSource};
+use idmint_core::{Error, GeneratorConfig, Layout, Next, Snowflake};
+
+/// 2025-11-24T00:00:00Z in ms since the Unix epoch: the fixed start of every case's time.
+const BASE_MS: u64 = 1_763_942_400_000;
+
+/// Readings per millisecond, as a shift: 1,024 IDs per ms.
+const SHIFT: u32 = 10;
+
+/// IDs per reservation in `idmint/batch`.
+const BATCH: u64 = 4096;
+
+/// A clock that is a counter: each reading moves it up by one, and the reading is
+/// `base_ms + readings >> SHIFT`. A relaxed load and store (no read-modify-write), so a
+/// reading costs a few instructions; idmint and ferroid read the very same clock.
+struct StepClock {
+    base_ms: u64,
+    readings: AtomicU64,
+}
+
+impl StepClock {
+    fn new(base_ms: u64) -> Self {
+        StepClock { base_ms, readings: AtomicU64::new(0) }
+    }
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        let readings = self.readings.load(Ordering::Relaxed);
+        self.readings.store(readings + 1, Ordering::Relaxed);
+        self.base_ms + (readings >> SHIFT)
+    }
+}
+
+impl TimeSource<u64> for &StepClock {
+    #[inline(always)]
+    fn current_millis(&self) -> u64 {
+        self.read()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fail(what: &str) -> ! {
+    panic!("a call that must not wait or fail did: {what}")
+}
+
+/// The value, or a panic with the error.
+fn ok<T>(result: Result<T, Error>) -> T {
+    result.unwrap_or_else(|error| fail(&error.to_string()))
+}
+
+/// The ID of a call that must be ready.
+#[inline(always)]
+fn ready<T>(next: Result<Next<T>, Error>) -> T {
+    match next {
+        Ok(Next::Ready(id)) => id,
+        Ok(Next::Wait { .. }) => fail("wait"),
+        Err(error) => fail(&error.to_string()),
+    }
+}
+
+#[inline(never)]
+fn idmint_typed(n: u64) -> u64 {
+    let generator = ok(Snowflake::generator(1, 7, &GeneratorConfig::default()));
+    let clock = StepClock::new(BASE_MS);
+    for _ in 0..n {
+        black_box(ready(generator.next(clock.read())));
+    }
+    n
+}
+
+#[inline(never)]
+fn idmint_any(n: u64) -> u64 {
+    let generator = ok(Layout::builtin("snowflake")
+        .and_then(|layout| layout.generator(&[], &GeneratorConfig::default())));
+    let clock = StepClock::new(BASE_MS);
+    for _ in 0..n {
+        black_box(ready(generator.next(clock.read())));
+    }
+    n
+}
+
+/// `n` reservations of 4,096 IDs, each at a fresh millisecond, every ID read.
+#[inline(never)]
+fn idmint_batch(n: u64) -> u64 {
+    let generator = ok(Snowflake::generator(1, 7, &GeneratorConfig::default()));
+    for i in 0..n {
+        ready(generator.next_batch(BASE_MS + i, BATCH)).for_each(|id| {
+            black_box(id);
+        });
+    }
+    n * BATCH
+}
+
+#[inline(never)]
+fn ferroid_twitter(n: u64) -> u64 {
+    let clock = StepClock::new(BASE_MS - Snowflake::EPOCH_MS);
+    let generator = AtomicSnowflakeGenerator::<SnowflakeTwitterId, _>::new(7, &clock);
+    for _ in 0..n {
+        black_box(generator.next_id(|_| fail("wait")));
+    }
+    n
+}
+
+#[inline(never)]
+fn snowflaked_sync(n: u64) -> u64 {
+    let generator = snowflaked::sync::Generator::new(7);
+    for _ in 0..n {
+        black_box(generator.generate::<u64>());
+    }
+    n
+}
+
+// A command-line program: its output is the count, and its errors go to standard error.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [case, n] = args.as_slice() else {
+        eprintln!("usage: instructions <case> <n>");
+        return ExitCode::from(2);
+    };
+    let Ok(n) = n.parse::<u64>() else {
+        eprintln!("instructions: n must be a whole number, not {n:?}");
+        return ExitCode::from(2);
+    };
+    let ids = match case.as_str() {
+        "idmint/typed" => idmint_typed(n),
+        "idmint/any" => idmint_any(n),
+        "idmint/batch" => idmint_batch(n),
+        "ferroid/twitter" => ferroid_twitter(n),
+        "snowflaked/sync" => snowflaked_sync(n),
+        _ => {
+            eprintln!(
+                "instructions: unknown case {case:?}; one of idmint/typed, idmint/any, \
+                 idmint/batch, ferroid/twitter, snowflaked/sync"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    println!("{ids}");
+    ExitCode::SUCCESS
+}
