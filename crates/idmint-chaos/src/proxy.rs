@@ -81,7 +81,10 @@ impl Proxy {
     }
 }
 
-/// Copies one direction, obeying the mode before reading each chunk.
+/// Copies one direction. While blackholed nothing is read; a chunk is written under the mode
+/// in force when it arrived: held back while blackholed, delayed by the delay, so that a mode
+/// takes effect on the very next chunk (a pipe waiting in `read` when the mode changed
+/// included).
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
@@ -89,23 +92,23 @@ async fn pipe(
 ) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
+        while mode.load(Ordering::SeqCst) == BLACKHOLE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let n = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
         loop {
             match mode.load(Ordering::SeqCst) {
                 PASS => break,
+                // A chunk read just before a blackhole began is held back until it heals.
                 BLACKHOLE => tokio::time::sleep(Duration::from_millis(10)).await,
                 ms => {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     break;
                 }
             }
-        }
-        let n = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        // A chunk read just before a blackhole began is held back until it heals.
-        while mode.load(Ordering::SeqCst) == BLACKHOLE {
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         if to.write_all(&buffer[..n]).await.is_err() {
             return;
