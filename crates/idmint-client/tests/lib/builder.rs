@@ -17,7 +17,13 @@ async fn settings_are_checked() {
     let ok = || Client::builder().endpoint("http://127.0.0.1:8080");
     check(ok(), None);
     check(Client::builder(), Some("no endpoint given"));
-    check(Client::builder().endpoint("https://127.0.0.1"), Some("https is not supported"));
+    // https:// needs the `rustls` feature (tests/lib/tls.rs uses it).
+    let https = if cfg!(feature = "rustls") {
+        None
+    } else {
+        Some("needs idmint-client's `rustls` feature")
+    };
+    check(Client::builder().endpoint("https://127.0.0.1"), https);
     check(Client::builder().endpoint("localhost:8080"), Some("must start with http://"));
     check(ok().namespace("Orders"), Some("namespace `Orders` must be"));
     check(ok().namespace(""), Some("namespace `` must be"));
