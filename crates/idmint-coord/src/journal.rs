@@ -298,13 +298,7 @@ impl Journal {
         value: Option<u64>,
         write_file: impl FnOnce(u64) -> Result<Option<PathBuf>, Error>,
     ) -> Result<(), Error> {
-        let generation = identity.generation + 1;
-        let inode = match write_file(generation)? {
-            Some(path) => Some(fs::metadata(&path).map_err(io_error("stat", &path))?.ino()),
-            None => None,
-        };
-        identity.generation = generation;
-        identity.entries.insert(key.to_owned(), Entry { value, generation, inode });
+        note(identity, key, value, write_file)?;
         self.write(identity)
     }
 
@@ -418,6 +412,25 @@ pub(crate) fn report(dir: &Path, ledger: &dyn Ledger) -> Result<DataDirReport, E
             .collect(),
         problems: inspection.problems,
     })
+}
+
+/// Writes a value file through `write_file(generation)` at the next generation and notes it
+/// in `identity` (its value, generation and the file's inode), without writing the journal:
+/// the step [`Journal::record`] and an adoption's raises share.
+pub(crate) fn note(
+    identity: &mut Identity,
+    key: &str,
+    value: Option<u64>,
+    write_file: impl FnOnce(u64) -> Result<Option<PathBuf>, Error>,
+) -> Result<(), Error> {
+    let generation = identity.generation + 1;
+    let inode = match write_file(generation)? {
+        Some(path) => Some(fs::metadata(&path).map_err(io_error("stat", &path))?.ino()),
+        None => None,
+    };
+    identity.generation = generation;
+    identity.entries.insert(key.to_owned(), Entry { value, generation, inode });
+    Ok(())
 }
 
 /// Checks `dir` against its journal without changing anything.

@@ -256,17 +256,9 @@ fn raise_all(dir: &Path, identity: &mut Identity) -> Result<(), Error> {
         } else {
             value.saturating_add(ADOPT_COUNTER_MARGIN)
         };
-        let generation = identity.generation + 1;
-        let path = write_value(dir, &key, raised, generation)?;
-        let inode = {
-            use std::os::unix::fs::MetadataExt;
-            fs::metadata(&path).map_err(io_error("stat", &path))?.ino()
-        };
-        identity.generation = generation;
-        identity.entries.insert(
-            key,
-            crate::journal::Entry { value: Some(raised), generation, inode: Some(inode) },
-        );
+        crate::journal::note(identity, &key, Some(raised), |generation| {
+            write_value(dir, &key, raised, generation).map(Some)
+        })?;
     }
     Ok(())
 }
