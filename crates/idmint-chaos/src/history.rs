@@ -72,6 +72,13 @@ pub(crate) enum Event {
         /// The mark.
         mark_ms: u64,
     },
+    /// The IDs of this history are of `layout`: `snowflake` (idmint's default, and what a
+    /// history without this event holds) is decoded for the holder, mark, order and gap
+    /// checks; any other layout (`sequence`, `icicle`...) is checked for uniqueness only.
+    Layout {
+        /// The layout's name.
+        name: String,
+    },
     /// A nemesis fired (for the record; the checker counts them).
     Nemesis {
         /// Its kind.
@@ -154,6 +161,7 @@ mod tests {
             Event::Info { client: "c".into(), t: 3, error: "reset".into() },
             Event::Claim { server: "s".into(), generator: 0 },
             Event::Mark { generator: 0, mark_ms: 9 },
+            Event::Layout { name: "sequence".into() },
         ];
         recorder.record(&events).expect("record");
         recorder.flush().expect("flush");

@@ -287,6 +287,12 @@ impl Run {
         }
     }
 
+    /// Says that this run's IDs are of `layout` (not snowflake IDs: the checker then checks
+    /// uniqueness only). Call it before the clients start.
+    fn layout(&self, name: &str) -> Result<(), ChaosError> {
+        self.shared.recorder.record(&[Event::Layout { name: name.into() }])
+    }
+
     /// Records a nemesis.
     fn fired(&self, kind: &str, detail: String) {
         crate::say!("   nemesis {kind}: {detail}");
