@@ -97,6 +97,14 @@ impl Node {
         })
     }
 
+    /// Sets the value of `flag` for the next start (adding the flag when it has none).
+    pub(crate) fn set_flag(&mut self, flag: &str, value: &str) {
+        match self.args.iter().position(|a| a == flag) {
+            Some(at) if at + 1 < self.args.len() => value.clone_into(&mut self.args[at + 1]),
+            _ => self.args.extend([flag.to_owned(), value.to_owned()]),
+        }
+    }
+
     /// Its PID, when it runs.
     pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

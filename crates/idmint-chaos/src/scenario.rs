@@ -15,6 +15,8 @@ use std::{
 
 use idmint_coord::testing::EtcdCluster;
 
+mod etcd_restore;
+
 use crate::{
     check::{self, Report},
     client::{self, Shared},
@@ -35,6 +37,9 @@ pub(crate) enum Control {
     /// `--unsafe-no-clock-guard`: logical time follows the wall clock back, and the
     /// generator restarts at a clock behind its last ID instead of continuing above it.
     ClockGuard,
+    /// `--unsafe-no-restore-guard`: the etcd coordinator trusts marks on any cluster, also
+    /// one restored from an old snapshot.
+    RestoreGuard,
 }
 
 impl Control {
@@ -44,6 +49,7 @@ impl Control {
             Control::Fence => "--unsafe-no-fence",
             Control::DurableMark => "--unsafe-no-durable-mark",
             Control::ClockGuard => "--unsafe-no-clock-guard",
+            Control::RestoreGuard => "--unsafe-no-restore-guard",
         }
     }
 
@@ -53,6 +59,7 @@ impl Control {
             Control::Fence => "no-fence",
             Control::DurableMark => "no-durable-mark",
             Control::ClockGuard => "no-clock-guard",
+            Control::RestoreGuard => "no-restore-guard",
         }
     }
 }
@@ -100,6 +107,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
+    Scenario {
+        name: "etcd-restore",
+        anchor: "T21",
+        control: Some(Control::RestoreGuard),
+        run: etcd_restore::etcd_restore,
+    },
 ];
 
 /// The long soak (T23), run by `--soak MINUTES`, not by `--quick`.

@@ -128,6 +128,43 @@ pub(crate) struct EtcdSettings {
 }
 
 impl EtcdSettings {
+    /// The coordinator's options: the scheme, its lease TTL and the deadline margin.
+    #[cfg(feature = "etcd")]
+    pub(crate) fn coordinator_options(&self) -> idmint_coord::EtcdOptions {
+        use std::time::Duration;
+
+        use idmint_coord::{EtcdOptions, Scheme};
+
+        let scheme = match &self.lable_prefix {
+            None => Scheme::Native,
+            Some(prefix) => {
+                if self.lease_ttl != DEFAULT_LEASE_TTL {
+                    tracing::warn!(
+                        lease_ttl = self.lease_ttl,
+                        "--lease-ttl is ignored with --etcd-scheme lable-org: LableOrg's pool \
+                         keys live on 5 s leases"
+                    );
+                }
+                Scheme::LableOrg { namespace_prefix: prefix.clone() }
+            }
+        };
+        let ttl_secs = match scheme {
+            Scheme::Native => self.lease_ttl,
+            Scheme::LableOrg { .. } => 5,
+        };
+        // The claim stops extending its window this long before its lease can expire: 1 s
+        // (etcd's default election timeout), but at most a quarter of the TTL, so that a 2 s
+        // lease still renews (every TTL/3) well inside its deadline.
+        let margin = Duration::from_secs(1).min(Duration::from_secs(u64::from(ttl_secs)) / 4);
+        EtcdOptions {
+            prefix: self.prefix.clone(),
+            lease_ttl_secs: self.lease_ttl,
+            margin,
+            scheme,
+            ..EtcdOptions::default()
+        }
+    }
+
     /// Merges flags (and environment) over the file; `None` without endpoints. `lease_ttl` is
     /// the flag's (`idmint lease list` has none).
     pub(crate) fn resolve(

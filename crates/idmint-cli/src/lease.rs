@@ -1,10 +1,13 @@
-//! `idmint lease list`: shows, read-only, which generator IDs are claimed (namespace, generator
+//! `idmint lease list` and `idmint lease adopt-cluster`. `list` shows, read-only, which generator IDs are claimed (namespace, generator
 //! ID, holder, lease TTL left) and the high-water mark stored for each (as RFC 3339 and in ms
 //! ahead of now), from etcd (`--etcd`, feature `etcd`) or from an embedded store's data
 //! directory (`--data-dir`).
 //!
-//! It reads the stores' key and file layouts directly (they are documented in `idmint-coord`:
-//! `EtcdCoordinator`'s `Scheme` and `FileCoordinator`): it never claims, locks or writes.
+//! `list` reads the stores' key and file layouts directly (they are documented in
+//! `idmint-coord`: `EtcdCoordinator`'s `Scheme` and `FileCoordinator`): it never claims, locks
+//! or writes. `adopt-cluster` is the operator's step after etcd was restored from a snapshot
+//! (`EtcdCoordinator::adopt_cluster`): it raises every mark past what the fleet can have
+//! issued and records the restored cluster as the marks' own.
 
 use std::{
     collections::BTreeMap,
@@ -23,7 +26,8 @@ use crate::config::{DEFAULT_DATA_DIR, EtcdArgs, EtcdSettings, FileConfig};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   idmint lease list --data-dir ./idmint-data
-  idmint lease list --etcd http://127.0.0.1:2379 --json")]
+  idmint lease list --etcd http://127.0.0.1:2379 --json
+  idmint lease adopt-cluster --etcd http://127.0.0.1:2379 --margin-ms 60000")]
 pub(crate) struct Args {
     #[command(subcommand)]
     command: LeaseCommand,
@@ -39,6 +43,35 @@ enum LeaseCommand {
       --etcd-lable-prefix unique-id/
   idmint lease list --data-dir /var/lib/idmint")]
     List(ListArgs),
+    /// After etcd was restored from a snapshot (servers refuse to claim on it): raise every
+    /// stored mark to now + the margin, then accept the restored cluster. Stop every server
+    /// first.
+    #[command(after_help = "A restored etcd cluster has a new cluster ID, and its marks are \
+those of the snapshot: IDs issued after the snapshot are above them. Servers refuse to claim \
+on it until this command raised every mark past them. Pick a margin larger than the largest \
+window (--window-ms) plus the worst clock error of the fleet; servers whose clocks are behind \
+the new marks wait until they pass them.
+
+Examples:
+  idmint lease adopt-cluster --etcd http://10.0.0.5:2379
+  idmint lease adopt-cluster --etcd http://10.0.0.5:2379 --margin-ms 300000 --json")]
+    AdoptCluster(AdoptArgs),
+}
+
+/// Flags of `idmint lease adopt-cluster`.
+#[derive(Debug, clap::Args)]
+struct AdoptArgs {
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// The server's TOML configuration file, for its store settings [default: none].
+    #[arg(long, env = "IDMINT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Every mark is raised to at least now plus this, in ms (at most 86400000).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    margin_ms: u64,
+    /// One JSON object instead of a sentence.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Flags of `idmint lease list`.
@@ -115,7 +148,70 @@ struct MarkValue {
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     match &args.command {
         LeaseCommand::List(list) => run_list(list, out),
+        LeaseCommand::AdoptCluster(adopt) => run_adopt(adopt, out),
     }
+}
+
+/// The largest margin `adopt-cluster` takes: a day.
+const MAX_ADOPT_MARGIN_MS: u64 = 86_400_000;
+
+fn run_adopt(args: &AdoptArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=MAX_ADOPT_MARGIN_MS).contains(&args.margin_ms),
+        "--margin-ms must be 1..={MAX_ADOPT_MARGIN_MS}, not {}",
+        args.margin_ms
+    );
+    let file = FileConfig::load(args.config.as_ref())?;
+    let etcd = EtcdSettings::resolve(&args.etcd, None, &file)?
+        .context("adopt-cluster needs --etcd (or `etcd` in the configuration file)")?;
+    let floor_ms = now_ms().saturating_add(args.margin_ms);
+    adopt_etcd(&etcd, floor_ms, args.json, out)
+}
+
+#[cfg(not(feature = "etcd"))]
+fn adopt_etcd(_: &EtcdSettings, _: u64, _: bool, _: &mut impl Write) -> anyhow::Result<()> {
+    Err(crate::config::no_etcd_feature())
+}
+
+#[cfg(feature = "etcd")]
+fn adopt_etcd(
+    etcd: &EtcdSettings,
+    floor_ms: u64,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let adopted = runtime.block_on(async {
+        let coordinator =
+            idmint_coord::EtcdCoordinator::connect(&etcd.endpoints, etcd.coordinator_options())
+                .await?;
+        coordinator.adopt_cluster(floor_ms).await
+    })?;
+    let floor = idmint_core::format_rfc3339_ms(floor_ms);
+    if json {
+        let answer = serde_json::json!({
+            "recorded_cluster": adopted.recorded.map(|id| format!("{id:x}")),
+            "cluster": format!("{:x}", adopted.live),
+            "floor_ms": floor_ms,
+            "floor": floor,
+            "raised": adopted.raised,
+            "kept": adopted.kept,
+        });
+        serde_json::to_writer_pretty(&mut *out, &answer)?;
+        writeln!(out)?;
+    } else {
+        let before = adopted.recorded.map_or("none".to_owned(), |id| format!("{id:x}"));
+        writeln!(
+            out,
+            "raised {} marks to {floor} ({} already above it); the marks now belong to etcd \
+             cluster {:x} (was {before})",
+            adopted.raised, adopted.kept, adopted.live
+        )?;
+    }
+    Ok(())
 }
 
 fn run_list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {

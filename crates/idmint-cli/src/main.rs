@@ -9,6 +9,7 @@ mod bench;
 mod color;
 mod completions;
 mod config;
+mod controls;
 mod decode;
 mod doctor;
 mod encode;

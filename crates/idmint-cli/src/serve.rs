@@ -23,6 +23,7 @@ use crate::config::{
     ConnectionArgs, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LISTEN, EtcdArgs, EtcdSettings,
     FileConfig,
 };
+use crate::controls::{ControlArgs, Controls};
 
 /// Flags of `idmint serve`. Each can also come from the environment variable it names, and
 /// most from the configuration file; a flag beats the environment, which beats the file.
@@ -195,21 +196,8 @@ pub(crate) struct Args {
     /// stops extending its window about a second earlier.
     #[arg(long, env = "IDMINT_LEASE_TTL", value_name = "SECS")]
     lease_ttl: Option<u32>,
-    /// TESTS ONLY (feature `test-no-fence`): the etcd coordinator without its fence, so that
-    /// tests can show they catch the duplicates it lets through. Never use it to serve.
-    #[cfg(feature = "test-no-fence")]
-    #[arg(long, hide = true)]
-    unsafe_no_fence: bool,
-    /// TESTS ONLY (feature `test-no-durable-mark`): claims of the embedded store ignore stored
-    /// marks, the chaos harness's negative control. Never use it to serve.
-    #[cfg(feature = "test-no-durable-mark")]
-    #[arg(long, hide = true)]
-    unsafe_no_durable_mark: bool,
-    /// TESTS ONLY (feature `test-no-clock-guard`): logical time follows the wall clock back,
-    /// the chaos harness's negative control. Never use it to serve.
-    #[cfg(feature = "test-no-clock-guard")]
-    #[arg(long, hide = true)]
-    unsafe_no_clock_guard: bool,
+    #[command(flatten)]
+    controls: ControlArgs,
 }
 
 /// Where claims and marks are kept.
@@ -350,28 +338,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.token.is_some() {
         default.token.clone_from(&args.token);
     }
-    #[cfg(feature = "test-no-fence")]
-    let unfenced = args.unsafe_no_fence;
-    #[cfg(not(feature = "test-no-fence"))]
-    let unfenced = false;
-    anyhow::ensure!(!unfenced || matches!(store, Store::Etcd(_)), "--unsafe-no-fence needs --etcd");
-    #[cfg(feature = "test-no-clock-guard")]
-    if args.unsafe_no_clock_guard {
-        tracing::error!(
-            "UNSAFE: --unsafe-no-clock-guard: time follows the clock back; a negative control for tests only"
-        );
-        idmint_core::disable_clock_guard_for_tests();
-    }
-    #[cfg(feature = "test-no-durable-mark")]
-    let unmarked = args.unsafe_no_durable_mark;
-    #[cfg(not(feature = "test-no-durable-mark"))]
-    let unmarked = false;
-    anyhow::ensure!(
-        !unmarked || matches!(store, Store::File(_)),
-        "--unsafe-no-durable-mark is for the embedded store"
-    );
+    let controls = args.controls.apply(matches!(store, Store::Etcd(_)))?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, listen, grpc_listen, store, stores, (unfenced, unmarked)))
+    runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
 }
 
 /// The stores the configured namespaces need, opened (or connected) beside the coordinator.
@@ -499,69 +468,36 @@ async fn etcd_counters(_settings: &EtcdSettings) -> anyhow::Result<Arc<dyn Count
 async fn coordinator(
     store: &Store,
     adopt: Option<Adopt>,
-    unfenced: bool,
-    unmarked: bool,
+    controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     match (store, adopt) {
         #[cfg(feature = "test-no-durable-mark")]
-        (Store::File(dir), None) if unmarked => {
+        (Store::File(dir), None) if controls.no_durable_mark => {
             tracing::error!(
                 "UNSAFE: --unsafe-no-durable-mark: claims ignore stored marks; a negative control for tests only"
             );
             Ok(Arc::new(FileCoordinator::open(dir)?.without_durable_marks()))
         }
-        (Store::File(dir), None) => {
-            let _ = unmarked;
-            Ok(Arc::new(FileCoordinator::open(dir)?))
-        }
+        (Store::File(dir), None) => Ok(Arc::new(FileCoordinator::open(dir)?)),
         (Store::File(dir), Some(adopt)) => {
             tracing::warn!(data_dir = %dir.display(), margin_ms = adopt.margin_ms, "adopting the data directory: claims start above the clock plus the margin");
             Ok(Arc::new(FileCoordinator::open_adopting(dir, adopt)?))
         }
-        (Store::Etcd(settings), _) => etcd_coordinator(settings, unfenced).await,
+        (Store::Etcd(settings), _) => etcd_coordinator(settings, controls).await,
     }
 }
 
 #[cfg(feature = "etcd")]
 async fn etcd_coordinator(
     settings: &EtcdSettings,
-    unfenced: bool,
+    controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
-    use std::time::Duration;
+    use idmint_coord::EtcdCoordinator;
 
-    use idmint_coord::{EtcdCoordinator, EtcdOptions, Scheme};
-
-    let scheme = match &settings.lable_prefix {
-        None => Scheme::Native,
-        Some(prefix) => {
-            if settings.lease_ttl != crate::config::DEFAULT_LEASE_TTL {
-                tracing::warn!(
-                    lease_ttl = settings.lease_ttl,
-                    "--lease-ttl is ignored with --etcd-scheme lable-org: LableOrg's pool keys \
-                     live on 5 s leases"
-                );
-            }
-            Scheme::LableOrg { namespace_prefix: prefix.clone() }
-        }
-    };
-    let ttl_secs = match scheme {
-        Scheme::Native => settings.lease_ttl,
-        Scheme::LableOrg { .. } => 5,
-    };
-    // The claim stops extending its window this long before its lease can expire: 1 s
-    // (etcd's default election timeout), but at most a quarter of the TTL, so that a 2 s
-    // lease still renews (every TTL/3) well inside its deadline.
-    let margin = Duration::from_secs(1).min(Duration::from_secs(u64::from(ttl_secs)) / 4);
-    let options = EtcdOptions {
-        prefix: settings.prefix.clone(),
-        lease_ttl_secs: settings.lease_ttl,
-        margin,
-        scheme,
-        ..EtcdOptions::default()
-    };
+    let options = settings.coordinator_options();
     let coordinator = EtcdCoordinator::connect(&settings.endpoints, options).await?;
     #[cfg(feature = "test-no-fence")]
-    let coordinator = if unfenced {
+    let coordinator = if controls.no_fence {
         tracing::error!(
             "UNSAFE: --unsafe-no-fence: the etcd fence is off, so this server ignores stored \
              marks and can repeat IDs; it is a negative control for tests only"
@@ -570,15 +506,25 @@ async fn etcd_coordinator(
     } else {
         coordinator
     };
-    #[cfg(not(feature = "test-no-fence"))]
-    let _ = unfenced;
+    #[cfg(feature = "test-no-restore-guard")]
+    let coordinator = if controls.no_restore_guard {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-restore-guard: this server trusts marks on any etcd cluster, \
+             also one restored from an old snapshot, and can repeat IDs; a negative control for \
+             tests only"
+        );
+        coordinator.without_restore_guard()
+    } else {
+        coordinator
+    };
+    let _ = controls;
     Ok(Arc::new(coordinator))
 }
 
 #[cfg(not(feature = "etcd"))]
 async fn etcd_coordinator(
     _settings: &EtcdSettings,
-    _unfenced: bool,
+    _controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     Err(no_etcd_feature())
 }
@@ -589,9 +535,9 @@ async fn serve(
     grpc_listen: Option<String>,
     store: Store,
     stores: StoreSettings,
-    (unfenced, unmarked): (bool, bool),
+    controls: Controls,
 ) -> anyhow::Result<()> {
-    let coordinator = coordinator(&store, stores.adopt, unfenced, unmarked).await?;
+    let coordinator = coordinator(&store, stores.adopt, controls).await?;
     let backends = backends(coordinator, &config, &stores, &store).await?;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;

@@ -68,6 +68,21 @@ pub enum Error {
         /// The fingerprint of the layout in use.
         expected: String,
     },
+    /// The etcd cluster answering is not the one the stored marks were written on: the data
+    /// were restored from a snapshot or copied into another cluster, so the marks may be
+    /// behind IDs already issued. Nothing is claimed until an operator raises every mark with
+    /// `idmint lease adopt-cluster` (reliability.md T21).
+    #[error(
+        "etcd cluster {live:016x} is not the cluster {recorded:016x} that the marks under `{key}` were written on: it was restored from a snapshot or the keys were copied, so the marks may be behind ids already issued; nothing is claimed until `idmint lease adopt-cluster` raises every mark past them (see RELIABILITY.md)"
+    )]
+    ClusterChanged {
+        /// The key that records the cluster.
+        key: String,
+        /// The cluster ID recorded there.
+        recorded: u64,
+        /// The cluster ID of the cluster answering.
+        live: u64,
+    },
     /// The request itself is invalid.
     #[error("invalid claim request: {0}")]
     InvalidRequest(String),

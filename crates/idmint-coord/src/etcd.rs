@@ -3,12 +3,16 @@
 //!
 //! This module owns the key layout, the claim and mark transactions and the mapping of etcd
 //! errors into [`Error`]; `lease` owns lease grants, keep-alives and the local deadline, and
-//! `lableorg` the claim procedure that interoperates with LableOrg's `uniqueid-etcd`. Nothing
+//! `lableorg` the claim procedure that interoperates with LableOrg's `uniqueid-etcd`, and
+//! `cluster` the restore guard (the cluster ID the marks were written on). Nothing
 //! here trusts a lease for uniqueness: every mark write compares the claim key's create
 //! revision, so a holder whose lease lapsed cannot write.
 
+mod cluster;
 mod lableorg;
 mod lease;
+
+pub use cluster::Adopted;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -236,6 +240,8 @@ struct Inner {
     held: Mutex<HashMap<u64, Arc<Held>>>,
     /// Off only in the `test-no-fence` negative control.
     fence: AtomicBool,
+    /// Off only in the `test-no-restore-guard` negative control.
+    restore_guard: AtomicBool,
 }
 
 /// A claim this coordinator holds.
@@ -249,6 +255,8 @@ struct Held {
     mark_key: String,
     /// The claim key's create revision: the fencing token.
     epoch: i64,
+    /// The etcd cluster that granted the claim: a mark written on another one is refused.
+    cluster_id: u64,
     fingerprint: String,
     /// The mark as last seen in etcd; the async mutex serialises this claim's mark writes.
     mark: tokio::sync::Mutex<MarkSeen>,
@@ -360,6 +368,7 @@ impl EtcdCoordinator {
                 options,
                 held: Mutex::default(),
                 fence: AtomicBool::new(true),
+                restore_guard: AtomicBool::new(true),
             }),
         })
     }
@@ -378,6 +387,47 @@ impl EtcdCoordinator {
     pub fn without_fence(self) -> Self {
         self.inner.fence.store(false, Ordering::Relaxed);
         self
+    }
+
+    /// **Unsafe, tests only** (feature `test-no-restore-guard`): a negative control. Claims
+    /// and mark writes trust any etcd cluster, so marks restored from an old snapshot are
+    /// taken as they are. It exists so that the chaos harness can prove it would catch what
+    /// this lets through. Never enable the feature in a build that serves.
+    #[cfg(feature = "test-no-restore-guard")]
+    #[must_use]
+    pub fn without_restore_guard(self) -> Self {
+        self.inner.restore_guard.store(false, Ordering::Relaxed);
+        self
+    }
+
+    /// Raises every stored mark to at least `floor_ms`, then records the etcd cluster that
+    /// answers as the one the marks belong to, so that claims are no longer refused with
+    /// [`Error::ClusterChanged`]. This is the operator's step after restoring etcd from a
+    /// snapshot (or moving its keys to another cluster), with every server stopped; pick a
+    /// floor past any ID the fleet can have issued (now plus the largest window and clock
+    /// error). Marks keep their layout and never go down; running it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] when etcd does not answer, [`Error::Corrupt`] for a mark or
+    /// cluster key that idmint did not write, [`Error::InvalidRequest`] when a key changed
+    /// meanwhile (a server is running) or the scheme's marks cannot be listed.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{EtcdCoordinator, EtcdOptions};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+    /// let coordinator = EtcdCoordinator::connect(&endpoints, EtcdOptions::default()).await?;
+    /// let adopted = coordinator.adopt_cluster(1_800_000_060_000).await?;
+    /// println!("{} marks raised", adopted.raised);
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn adopt_cluster(&self, floor_ms: u64) -> Result<Adopted, Error> {
+        cluster::adopt(&self.inner, floor_ms).await
     }
 
     /// Test hook (feature `test-util`): the claim's keep-alive task stops as if its process
@@ -402,6 +452,10 @@ impl Inner {
 
     fn fenced(&self) -> bool {
         self.fence.load(Ordering::Relaxed)
+    }
+
+    fn restore_guarded(&self) -> bool {
+        self.restore_guard.load(Ordering::Relaxed)
     }
 
     /// Runs one etcd request under the request timeout, mapping its errors.
@@ -553,6 +607,7 @@ impl Inner {
         &self,
         request: &ClaimRequest,
         taken: Taken,
+        cluster_id: u64,
         kept: Arc<Kept>,
         state: watch::Receiver<ClaimState>,
     ) -> Claim {
@@ -565,6 +620,7 @@ impl Inner {
             claim_key: taken.claim_key,
             mark_key: taken.mark_key,
             epoch: taken.epoch,
+            cluster_id,
             fingerprint: request.layout_fingerprint.clone(),
             mark: tokio::sync::Mutex::new(mark),
             kept,
@@ -599,6 +655,8 @@ impl Inner {
             ]);
         let mut client = self.client.clone();
         let response = self.call("mark transaction", client.txn(txn)).await?;
+        let answered = response.header().map_or(0, |h| h.cluster_id());
+        cluster::check_answer(self, held.cluster_id, answered)?;
         if response.succeeded() {
             let revision = response.header().map_or(0, |h| h.revision());
             *seen = MarkSeen { mark_ms: Some(mark_ms), mod_revision: revision };
@@ -658,6 +716,8 @@ impl Coordinator for EtcdCoordinator {
         // Leases this process dropped a moment ago are being revoked: let that finish first,
         // so that "drop the old handle, then claim again" behaves as in one process.
         lease::await_earlier_revocations(inner.options.request_timeout).await;
+        // Refused before any lease is granted when the marks belong to another cluster.
+        let cluster_id = cluster::verify(inner).await?;
         // The lease is kept alive from the start: a LableOrg claim may wait for its lock.
         let (kept, state) = lease::start(inner, inner.options.ttl_secs()).await?;
         let taken = match &inner.options.scheme {
@@ -669,7 +729,7 @@ impl Coordinator for EtcdCoordinator {
         };
         let failed = match taken {
             Ok(taken) if *state.borrow() != ClaimState::Lost => {
-                return Ok(inner.hold(request, taken, kept, state));
+                return Ok(inner.hold(request, taken, cluster_id, kept, state));
             }
             Ok(_) => unavailable("the lease expired while claiming".into()),
             Err(e) => e,

@@ -2,7 +2,7 @@
 //! touch an etcd it did not start (no well-known ports, no `pkill`).
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
 };
@@ -60,13 +60,32 @@ impl EtcdCluster {
     /// [`available`](super::available)), [`HarnessError::Timeout`] when the cluster does not
     /// become healthy within 30 s, others when processes cannot be started.
     pub async fn start(members: usize) -> Result<EtcdCluster, HarnessError> {
+        Self::start_from(members, None).await
+    }
+
+    /// Starts a new cluster of `members` from a snapshot that [`snapshot`](Self::snapshot)
+    /// saved (`etcdctl snapshot restore`, as etcd's disaster-recovery guide does it): the keys
+    /// and revisions of the snapshot, on new ports, with a new cluster token and so a new
+    /// cluster ID.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); [`HarnessError::Service`] when the restore fails.
+    pub async fn restore(snapshot: &Path, members: usize) -> Result<EtcdCluster, HarnessError> {
+        Self::start_from(members, Some(snapshot)).await
+    }
+
+    async fn start_from(
+        members: usize,
+        snapshot: Option<&Path>,
+    ) -> Result<EtcdCluster, HarnessError> {
         if members == 0 {
             return Err(HarnessError::Usage("an etcd cluster needs at least one member".into()));
         }
         let program = find_program("etcd", "apt-get install etcd-server etcd-client")?;
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
-            match Self::try_start(&program, members).await {
+            match Self::try_start(&program, members, snapshot).await {
                 Ok(cluster) => return Ok(cluster),
                 Err(e) => last = Some(retry_on_lost_port(e)?),
             }
@@ -75,8 +94,9 @@ impl EtcdCluster {
     }
 
     async fn try_start(
-        program: &std::path::Path,
+        program: &Path,
         count: usize,
+        snapshot: Option<&Path>,
     ) -> Result<EtcdCluster, HarnessError> {
         let dir = data_dir("etcd")?;
         let ports = free_ports(2 * count)?;
@@ -104,12 +124,47 @@ impl EtcdCluster {
                 Member { name, client_port: ports[2 * i], args, process }
             })
             .collect();
+        if let Some(snapshot) = snapshot {
+            for i in 0..count {
+                let name = format!("m{i}");
+                let data = dir.path().join(&name);
+                etcdctl(&[
+                    "snapshot".into(),
+                    "restore".into(),
+                    snapshot.display().to_string(),
+                    format!("--name={name}"),
+                    format!("--data-dir={}", data.display()),
+                    format!("--initial-cluster={initial_cluster}"),
+                    format!("--initial-cluster-token={token}"),
+                    format!("--initial-advertise-peer-urls={}", peer(i)),
+                ])?;
+            }
+        }
         let mut cluster = EtcdCluster { program: program.to_path_buf(), members, dir };
         for member in 0..count {
             cluster.spawn(member)?;
         }
         cluster.wait_ready(0..count).await?;
         Ok(cluster)
+    }
+
+    /// Saves a snapshot of the cluster's keys to `path` (`etcdctl snapshot save`, from the
+    /// first running member).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Missing`] without `etcdctl`, [`HarnessError::Service`] when no member
+    /// runs or the save fails.
+    pub fn snapshot(&self, path: &Path) -> Result<(), HarnessError> {
+        let member = (0..self.members.len())
+            .find(|&m| self.members[m].process.is_running())
+            .ok_or_else(|| HarnessError::Service("no etcd member runs".into()))?;
+        etcdctl(&[
+            format!("--endpoints={}", self.endpoint(member)),
+            "snapshot".into(),
+            "save".into(),
+            path.display().to_string(),
+        ])
     }
 
     /// The client URLs, one per member (`http://127.0.0.1:<port>`), in member order.
@@ -220,6 +275,24 @@ impl EtcdCluster {
         }
         Ok(())
     }
+}
+
+/// Runs `etcdctl` (API v3) with `args`, failing with its output.
+fn etcdctl(args: &[String]) -> Result<(), HarnessError> {
+    let program = find_program("etcdctl", "apt-get install etcd-client")?;
+    let output = Command::new(program)
+        .args(args)
+        .env("ETCDCTL_API", "3")
+        .output()
+        .map_err(|e| HarnessError::Service(format!("run etcdctl: {e}")))?;
+    if !output.status.success() {
+        return Err(HarnessError::Service(format!(
+            "etcdctl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 /// `(member ID, leader ID)` of one endpoint, within a second.
