@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use idmint_core::Snowflake;
 use serde::Serialize;
 
-use crate::history::Event;
+use crate::history::{Event, Holding};
 
 /// The snowflake layout's sequence bits: an ID's lowest 12 bits.
 const SEQUENCE_BITS: u32 = 12;
@@ -33,6 +33,15 @@ pub(crate) fn time_of(id: u64) -> u64 {
 
 /// One operation's IDs of one generator ID: (invoked, returned, smallest, largest, operation).
 type Span = (u64, u64, u64, u64, u32);
+
+/// One poll of the watcher: per generator ID, (holding server, claim, mark).
+#[derive(Debug)]
+struct Poll {
+    t: u64,
+    end: u64,
+    store: u32,
+    held: HashMap<u64, (Option<u32>, Option<String>, Option<u64>)>,
+}
 
 /// One acknowledged operation.
 #[derive(Debug)]
@@ -71,6 +80,17 @@ pub(crate) struct Report {
     pub(crate) order_examples: Vec<String>,
     /// IDs whose generator ID the server that returned them never claimed.
     pub(crate) unclaimed: u64,
+    /// Operations that returned IDs of a generator ID that one claim of another server held
+    /// all through them (from the watcher's polls before and after the operation), with times
+    /// above where that claim began (the mark the first poll that saw it read; a claim starts
+    /// above the mark it found, and marks only grow). A server may still finish inside the
+    /// window it stored before it lost its claim: the new holder starts above it.
+    pub(crate) held_by_another: u64,
+    /// Some of them.
+    pub(crate) holder_examples: Vec<String>,
+    /// Operations whose IDs of one generator ID reach above the mark stored when they
+    /// returned (the first poll after them, on the same store), counted once per generator.
+    pub(crate) above_mark_at_return: u64,
     /// IDs whose time is above the stored mark of their generator ID (or that have none,
     /// when marks were recorded).
     pub(crate) above_mark: u64,
@@ -90,7 +110,9 @@ impl Report {
         self.duplicates > 0
             || self.order_violations > 0
             || self.unclaimed > 0
+            || self.held_by_another > 0
             || self.above_mark > 0
+            || self.above_mark_at_return > 0
     }
 }
 
@@ -108,6 +130,8 @@ pub(crate) struct Checker {
     ids: Vec<(u64, u32)>,
     claims: HashMap<u32, HashSet<u64>>,
     marks: HashMap<u64, u64>,
+    /// The watcher's polls, in the order recorded.
+    polls: Vec<Poll>,
     /// The IDs are not snowflake IDs (an `Event::Layout` said so): uniqueness only.
     opaque: bool,
     report: Report,
@@ -176,6 +200,16 @@ impl Checker {
                 *mark = (*mark).max(mark_ms);
             }
             Event::Layout { name } => self.opaque = name != "snowflake",
+            Event::Holders { t, end, store, held } => {
+                let held = held
+                    .into_iter()
+                    .map(|Holding { generator, server, claim, mark_ms }| {
+                        let server = server.as_deref().and_then(|s| self.server(s));
+                        (generator, (server, claim, mark_ms))
+                    })
+                    .collect();
+                self.polls.push(Poll { t, end, store, held });
+            }
             Event::Nemesis { kind, .. } => *self.report.nemeses.entry(kind).or_default() += 1,
         }
     }
@@ -188,6 +222,7 @@ impl Checker {
         if !self.opaque {
             self.check_holders_and_marks();
             self.check_order();
+            self.check_at_the_time();
         }
         self.ids.sort_unstable();
         self.check_unique();
@@ -223,6 +258,86 @@ impl Checker {
                             "id {id} (generator {generator}, time {}) above mark {mark:?}",
                             time_of(id)
                         ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The time-bounded checks, per operation and generator ID, against the watcher's polls:
+    /// the last poll that ended before the operation began and the first that began after
+    /// it returned. If both saw one claim of another server on the generator ID (the same
+    /// lease, or the same holding process), that server held it all through, and the
+    /// operation's IDs of it are not its server's to give. If both are of one store, the
+    /// mark the second one read bounds the IDs' times (marks only grow on a store).
+    fn check_at_the_time(&mut self) {
+        if self.polls.is_empty() {
+            return;
+        }
+        let mut polls = std::mem::take(&mut self.polls);
+        polls.sort_by_key(|p| p.t);
+        let mut ends: Vec<(u64, usize)> =
+            polls.iter().enumerate().map(|(i, p)| (p.end, i)).collect();
+        ends.sort_unstable();
+        // Per claim, the mark the first poll that saw it read: at or above where it began.
+        let mut began: HashMap<String, u64> = HashMap::new();
+        for poll in &polls {
+            for (_, claim, mark) in poll.held.values() {
+                if let (Some(claim), Some(mark)) = (claim, mark) {
+                    began.entry(claim.clone()).or_insert(*mark);
+                }
+            }
+        }
+        let mut start = 0;
+        while start < self.ids.len() {
+            let op = self.ids[start].1;
+            let mut end = start;
+            let mut times: BTreeMap<u64, u64> = BTreeMap::new();
+            while end < self.ids.len() && self.ids[end].1 == op {
+                let id = self.ids[end].0;
+                let latest = times.entry(generator_of(id)).or_insert(0);
+                *latest = (*latest).max(time_of(id));
+                end += 1;
+            }
+            start = end;
+            let o = &self.ops[op as usize];
+            let Some(server) = o.server else { continue };
+            // The last poll that ended before the operation began...
+            let before = ends.partition_point(|&(e, _)| e < o.invoked).checked_sub(1);
+            let before = before.map(|i| &polls[ends[i].1]);
+            // ...and the first that began after it returned.
+            let after = polls.get(polls.partition_point(|p| p.t <= o.returned));
+            let (Some(before), Some(after)) = (before, after) else { continue };
+            for (generator, latest) in times {
+                if let (Some((Some(a), Some(ca), _)), Some((Some(b), Some(cb), _))) =
+                    (before.held.get(&generator), after.held.get(&generator))
+                    && a == b
+                    && ca == cb
+                    && *a != server
+                    && began.get(ca).is_some_and(|&start| latest > start)
+                {
+                    self.report.held_by_another += 1;
+                    if self.report.holder_examples.len() < EXAMPLES {
+                        let example = format!(
+                            "{}: generator {generator} time {latest}, held by {} ({ca}, begun at or below {}) all through",
+                            self.op_label(op),
+                            self.servers[*a as usize],
+                            began.get(ca).copied().unwrap_or_default()
+                        );
+                        self.report.holder_examples.push(example);
+                    }
+                }
+                if before.store == after.store
+                    && let Some((_, _, Some(mark))) = after.held.get(&generator)
+                    && latest > *mark
+                {
+                    self.report.above_mark_at_return += 1;
+                    if self.report.mark_examples.len() < EXAMPLES {
+                        let example = format!(
+                            "{}: generator {generator} time {latest} above the mark {mark} stored when it returned",
+                            self.op_label(op)
+                        );
+                        self.report.mark_examples.push(example);
                     }
                 }
             }
@@ -384,6 +499,20 @@ mod tests {
 
     const T: u64 = 1_800_000_000_000;
 
+    fn holding(generator: u64, server: &str, claim: &str, mark_ms: u64) -> Holding {
+        Holding {
+            generator,
+            server: Some(server.into()),
+            claim: Some(claim.into()),
+            mark_ms: Some(mark_ms),
+        }
+    }
+
+    /// A poll at `t` (over at once) of store `store`: generator 0 held by `server`.
+    fn polled(t: u64, store: u32, server: &str, claim: &str, mark_ms: u64) -> Event {
+        Event::Holders { t, end: t, store, held: vec![holding(0, server, claim, mark_ms)] }
+    }
+
     /// One table: each history and what the checker must say about it.
     #[test]
     fn check_finds_what_each_history_holds() {
@@ -497,6 +626,79 @@ mod tests {
                     ok("a", 2, &[id(T, 0, 0)]),
                 ],
                 expect: |r| r.unclaimed == 1 && !r.valid,
+            },
+            Case {
+                name: "a generator held by one claim of another server all through",
+                events: vec![
+                    claim("s", 0),
+                    polled(0, 0, "t", "lease a", T - 1),
+                    invoke("a", "s", 5),
+                    ok("a", 6, &[id(T, 0, 0)]),
+                    polled(7, 0, "t", "lease a", T + 50),
+                ],
+                expect: |r| r.held_by_another == 1 && r.above_mark_at_return == 0 && !r.valid,
+            },
+            Case {
+                name: "finishing inside the window stored before a takeover is allowed",
+                events: vec![
+                    claim("s", 0),
+                    polled(0, 0, "t", "lease a", T + 50),
+                    invoke("a", "s", 5),
+                    ok("a", 6, &[id(T, 0, 0)]),
+                    polled(7, 0, "t", "lease a", T + 80),
+                ],
+                expect: |r| r.held_by_another == 0 && r.valid,
+            },
+            Case {
+                name: "a takeover between the polls is not a violation",
+                events: vec![
+                    claim("s", 0),
+                    polled(0, 0, "t", "lease a", T + 50),
+                    invoke("a", "s", 5),
+                    ok("a", 6, &[id(T, 0, 0)]),
+                    polled(7, 0, "t", "lease b", T + 50),
+                    polled(8, 0, "s", "lease c", T + 50),
+                ],
+                expect: |r| r.held_by_another == 0 && r.valid,
+            },
+            Case {
+                name: "a poll that overlaps the operation does not count as before it",
+                events: vec![
+                    claim("s", 0),
+                    Event::Holders {
+                        t: 4,
+                        end: 6,
+                        store: 0,
+                        held: vec![holding(0, "t", "lease a", T)],
+                    },
+                    invoke("a", "s", 5),
+                    ok("a", 6, &[id(T, 0, 0)]),
+                    polled(7, 0, "t", "lease a", T + 50),
+                ],
+                expect: |r| r.held_by_another == 0 && r.valid,
+            },
+            Case {
+                name: "above the mark stored when the operation returned",
+                events: vec![
+                    claim("s", 0),
+                    polled(0, 0, "s", "lease a", T - 10),
+                    invoke("a", "s", 5),
+                    ok("a", 6, &[id(T, 0, 0), id(T, 0, 1)]),
+                    polled(7, 0, "s", "lease a", T - 1),
+                    Event::Mark { generator: 0, mark_ms: T + 10 },
+                ],
+                expect: |r| r.above_mark_at_return == 1 && r.above_mark == 0 && !r.valid,
+            },
+            Case {
+                name: "marks of another store (a restored etcd) are not compared",
+                events: vec![
+                    claim("s", 0),
+                    polled(0, 0, "s", "lease a", T - 10),
+                    invoke("a", "s", 5),
+                    ok("a", 6, &[id(T, 0, 0)]),
+                    polled(7, 1, "s", "lease a", T - 1),
+                ],
+                expect: |r| r.above_mark_at_return == 0 && r.valid,
             },
         ];
         for case in cases {

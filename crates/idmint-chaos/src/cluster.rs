@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::error::ChaosError;
+use crate::{error::ChaosError, watch::Pids};
 
 /// How long a server may take to print its "serving" line.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,6 +58,8 @@ pub(crate) struct Node {
     pub(crate) starts: u32,
     /// Another library to preload (the storage failpoint) and the variables it reads.
     pub(crate) preload: Option<(PathBuf, Vec<(String, String)>)>,
+    /// Where every start registers its PID under this server's name.
+    pids: Pids,
 }
 
 impl Node {
@@ -70,6 +72,7 @@ impl Node {
         args: Vec<String>,
         dir: &Path,
         faketime: Option<&Path>,
+        pids: Pids,
     ) -> Result<Node, ChaosError> {
         let ports = idmint_coord::testing::free_ports(2)?;
         let http = SocketAddr::from(([127, 0, 0, 1], ports[0]));
@@ -94,6 +97,7 @@ impl Node {
             grpc,
             starts: 0,
             preload: None,
+            pids,
         })
     }
 
@@ -157,6 +161,10 @@ impl Node {
             self.name,
             self.program.display()
         )))?;
+        self.pids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(child.id(), self.name.clone());
         self.child = Some(child);
         self.paused = false;
         self.starts += 1;

@@ -72,6 +72,18 @@ pub(crate) enum Event {
         /// The mark.
         mark_ms: u64,
     },
+    /// What `idmint lease list` showed (the watcher's polls) on store number `store` (a
+    /// restored etcd is a new store): it read the store between `t` and `end`.
+    Holders {
+        /// When the poll began, in µs.
+        t: u64,
+        /// When it ended.
+        end: u64,
+        /// The store's number in this run.
+        store: u32,
+        /// Per generator ID.
+        held: Vec<Holding>,
+    },
     /// The IDs of this history are of `layout`: `snowflake` (idmint's default, and what a
     /// history without this event holds) is decoded for the holder, mark, order and gap
     /// checks; any other layout (`sequence`, `icicle`...) is checked for uniqueness only.
@@ -88,6 +100,21 @@ pub(crate) enum Event {
         /// What it did.
         detail: String,
     },
+}
+
+/// One generator ID as a poll of `idmint lease list` saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Holding {
+    /// The generator ID.
+    pub(crate) generator: u64,
+    /// The server holding it (`None`: nobody, or not a server of this run).
+    pub(crate) server: Option<String>,
+    /// What identifies the claim: its etcd lease, or on the embedded store the holding PID
+    /// (a process holds its claims until it exits). The same value at two polls means one
+    /// claim held all through.
+    pub(crate) claim: Option<String>,
+    /// The stored mark.
+    pub(crate) mark_ms: Option<u64>,
 }
 
 /// A history being written: shared by the clients and the nemesis of one run.
@@ -162,6 +189,17 @@ mod tests {
             Event::Claim { server: "s".into(), generator: 0 },
             Event::Mark { generator: 0, mark_ms: 9 },
             Event::Layout { name: "sequence".into() },
+            Event::Holders {
+                t: 4,
+                end: 5,
+                store: 1,
+                held: vec![Holding {
+                    generator: 3,
+                    server: Some("s".into()),
+                    claim: Some("7f".into()),
+                    mark_ms: Some(9),
+                }],
+            },
         ];
         recorder.record(&events).expect("record");
         recorder.flush().expect("flush");

@@ -24,6 +24,7 @@ mod history;
 mod nemesis;
 mod proxy;
 mod scenario;
+mod watch;
 
 use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Instant};
 
@@ -199,7 +200,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                     None => "FAILED",
                 };
                 eprintln!(
-                    "   {}{} seed {}: {} ids, ok {} fail {} info {}, duplicates {}, order {}, unclaimed {}, above mark {}, gaps {} ({} skipped), {:.1} s, max RSS {} KiB: {verdict}",
+                    "   {}{} seed {}: {} ids, ok {} fail {} info {}, duplicates {}, order {}, unclaimed {}, held by another {}, above mark {} (at return {}), gaps {} ({} skipped), {:.1} s, max RSS {} KiB: {verdict}",
                     outcome.scenario,
                     control.map_or(String::new(), |c| format!(" [{}]", c.name())),
                     outcome.seed,
@@ -210,7 +211,9 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                     r.duplicates,
                     r.order_violations,
                     r.unclaimed,
+                    r.held_by_another,
                     r.above_mark,
+                    r.above_mark_at_return,
                     r.gaps,
                     r.skipped,
                     outcome.seconds,
@@ -220,6 +223,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                     .duplicate_examples
                     .iter()
                     .chain(&r.order_examples)
+                    .chain(&r.holder_examples)
                     .chain(&r.mark_examples)
                     .take(3)
                 {

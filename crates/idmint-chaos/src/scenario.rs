@@ -25,6 +25,7 @@ use crate::{
     history::{self, Event, Recorder},
     nemesis::Rng,
     proxy::Proxy,
+    watch::Watcher,
 };
 
 /// The protection a negative control removes.
@@ -186,8 +187,10 @@ pub(crate) fn run(
         .enable_all()
         .build()
         .map_err(ChaosError::io("start a runtime"))?;
+    let recorder = Recorder::create(&history, started)?;
+    let watcher = Watcher::start(setup.idmint.clone(), recorder.clone());
     let shared = Shared {
-        recorder: Recorder::create(&history, started)?,
+        recorder,
         stop: Arc::new(AtomicBool::new(false)),
         acknowledged: Arc::new(AtomicU64::new(0)),
     };
@@ -200,6 +203,7 @@ pub(crate) fn run(
         control,
         runtime,
         etcd: None,
+        watcher,
         nodes: Vec::new(),
         shared,
         threads: Vec::new(),
@@ -243,6 +247,8 @@ pub(crate) struct Run {
     control: Option<Control>,
     runtime: tokio::runtime::Runtime,
     etcd: Option<EtcdCluster>,
+    /// Polls who holds each generator ID and the stored marks while the run goes on.
+    watcher: Watcher,
     nodes: Vec<Node>,
     shared: Shared,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -316,8 +322,14 @@ impl Run {
     /// Starts an etcd cluster of `members`.
     fn etcd(&mut self, members: usize) -> Result<(), ChaosError> {
         let cluster = self.runtime.block_on(EtcdCluster::start(members))?;
-        self.etcd = Some(cluster);
+        self.use_etcd(cluster);
         Ok(())
+    }
+
+    /// Makes `cluster` the run's etcd (the watcher polls it as a new store).
+    fn use_etcd(&mut self, cluster: EtcdCluster) {
+        self.watcher.watch(vec!["--etcd".into(), cluster.endpoints().join(",")]);
+        self.etcd = Some(cluster);
     }
 
     /// The etcd endpoints, directly or each through a new proxy.
@@ -362,6 +374,9 @@ impl Run {
     /// Flags of a server on the shared embedded data directory.
     fn embedded_args(&mut self, extra: &[&str]) -> Vec<String> {
         let data = self.data_dir.get_or_insert_with(|| self.dir.join("data")).clone();
+        if !self.watcher.watching() {
+            self.watcher.watch(vec!["--data-dir".into(), data.display().to_string()]);
+        }
         let mut args = vec![
             "--data-dir".to_owned(),
             data.display().to_string(),
@@ -388,7 +403,8 @@ impl Run {
             false => None,
         };
         let name = format!("s{}", self.nodes.len());
-        let node = Node::new(&name, &self.program, args, &self.dir, lib.as_deref())?;
+        let pids = self.watcher.pids.clone();
+        let node = Node::new(&name, &self.program, args, &self.dir, lib.as_deref(), pids)?;
         self.nodes.push(node);
         Ok(self.nodes.len() - 1)
     }
@@ -443,6 +459,7 @@ impl Run {
                 .runtime
                 .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
         }
+        self.watcher.stop();
         for node in &mut self.nodes {
             node.terminate();
         }

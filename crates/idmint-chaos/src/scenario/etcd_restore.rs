@@ -56,7 +56,7 @@ pub(super) fn etcd_restore(run: &mut Run) -> Result<(), ChaosError> {
     run.fired("etcd_lost", "the etcd cluster is killed and its data deleted".into());
     let restored = run.runtime.block_on(EtcdCluster::restore(&snapshot, 1))?;
     let new_endpoints = restored.endpoints().join(",");
-    run.etcd = Some(restored);
+    run.use_etcd(restored);
     run.fired("etcd_restore", format!("snapshot restored into a new cluster at {new_endpoints}"));
     for &i in &servers {
         run.nodes[i].set_flag("--etcd", &new_endpoints);
