@@ -40,8 +40,11 @@ struct Poll {
     t: u64,
     end: u64,
     store: u32,
-    held: HashMap<u64, (Option<u32>, Option<String>, Option<u64>)>,
+    held: HashMap<u64, Seen>,
 }
+
+/// One generator ID in a poll: the holding server, the claim, the stored mark.
+type Seen = (Option<u32>, Option<String>, Option<u64>);
 
 /// One acknowledged operation.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
-//! `idmint lease list` and `idmint lease adopt-cluster`. `list` shows, read-only, which generator IDs are claimed (namespace, generator
-//! ID, holder, lease TTL left) and the high-water mark stored for each (as RFC 3339 and in ms
+//! `idmint lease list` and `idmint lease adopt-cluster`. `list` shows, read-only, which
+//! generator IDs are claimed (namespace, generator ID, holder, lease TTL left) and the high-water mark stored for each (as RFC 3339 and in ms
 //! ahead of now), from etcd (`--etcd`, feature `etcd`) or from an embedded store's data
 //! directory (`--data-dir`).
 //!
