@@ -11,6 +11,7 @@ use crate::{
     any::{AnyGenerator, AnyId},
     error::Error,
     field::{FieldInfo, FieldReader, FieldRole, FieldValue, Segment, num},
+    format::Format,
     generator::{Generator, GeneratorConfig},
     kind::{Capacity, IssuedBy, LayoutKind, Order, same_as},
     pack::{PackKind, Packer, Plan},
@@ -141,6 +142,9 @@ pub struct BitLayout {
     epoch_ms: u64,
     tick_ms: u64,
     time_wraps: bool,
+    /// The original program prints the ID as unpadded hex (Go's `%x`), which `parse` also
+    /// reads beside the padded form.
+    unpadded_hex: bool,
 }
 
 impl BitLayout {
@@ -160,7 +164,14 @@ impl BitLayout {
             epoch_ms,
             tick_ms,
             time_wraps,
+            unpadded_hex: false,
         }
+    }
+
+    /// The same built-in layout, whose original prints unpadded hex (go-flakeid's `%x`).
+    pub(crate) const fn with_unpadded_hex(mut self) -> Self {
+        self.unpadded_hex = true;
+        self
     }
 
     /// The layout's name.
@@ -393,6 +404,11 @@ impl LayoutKind for BitLayout {
 
     fn epoch_ms(&self) -> Option<u64> {
         Some(self.epoch_ms)
+    }
+
+    fn parse_upstream(&self, text: &str, format: Format) -> Option<Result<AnyId, Error>> {
+        (self.unpadded_hex && format == Format::Hex)
+            .then(|| crate::format::parse_unpadded_hex(text, 64).map(|v| AnyId::U64(v as u64)))
     }
 
     fn with_epoch(&self, epoch_ms: u64) -> Option<Result<Arc<dyn LayoutKind>, Error>> {
@@ -730,6 +746,7 @@ impl TryFrom<LayoutConfig> for BitLayout {
             epoch_ms,
             tick_ms: config.tick_ms,
             time_wraps: false,
+            unpadded_hex: false,
         })
     }
 }

@@ -96,7 +96,8 @@ impl Flake {
     /// Width of the counter field.
     pub const COUNTER_BITS: u32 = 12;
     /// The layout as data, with the default epoch; see [`BitLayout::with_epoch`].
-    pub const LAYOUT: BitLayout = BitLayout::builtin("flake", 64, FIELDS, Self::EPOCH_MS, 1, false);
+    pub const LAYOUT: BitLayout =
+        BitLayout::builtin("flake", 64, FIELDS, Self::EPOCH_MS, 1, false).with_unpadded_hex();
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
     /// An example ID (from go-flakeid's README), for documentation and tests.

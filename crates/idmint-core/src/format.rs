@@ -834,6 +834,71 @@ fn parse_base62(format: Format, text: &str, bits: u32) -> Result<u128, Error> {
     })
 }
 
+/// Hex as Go's `%x` prints it: 1 to `bits`/4 digits (either case), no leading zero unless the
+/// value is 0 (go-flakeid's own text, e.g. its README's `1530d02cb005000`).
+pub(crate) fn parse_unpadded_hex(text: &str, bits: u32) -> Result<u128, Error> {
+    let format = Format::Hex;
+    check_chars(format, text, |b| HEX_VALUES[usize::from(b)] != NOT_A_DIGIT)?;
+    let most = hex_digits(bits);
+    if text.is_empty() || text.len() > most {
+        return Err(Error::text(
+            format,
+            format!("expected 1 to {most} hex digits, found {}", text.len()),
+        ));
+    }
+    if text.len() > 1 && text.starts_with('0') {
+        return Err(Error::text(
+            format,
+            format!(
+                "expected {most} hex digits, or fewer without leading zeros, found {}",
+                text.len()
+            ),
+        ));
+    }
+    Ok(text.bytes().fold(0, |value, b| (value << 4) | hex_value(b)))
+}
+
+/// The other forms .NET's `Guid.Parse` reads (the D form, 8-4-4-4-12, is [`Format::Uuid`]):
+/// N (32 digits), B (`{D}`), P (`(D)`) and X (`{0x8,0x4,0x4,{0x2,0x2,0x2,0x2,0x2,0x2,0x2,0x2}}`,
+/// each number of exactly that many digits). All name the same 128-bit value as the D form
+/// of the same digits. `None` when `text` has none of these shapes.
+pub(crate) fn parse_guid_forms(text: &str) -> Option<Result<u128, Error>> {
+    let format = Format::Uuid;
+    let bracketed =
+        |open: &str, close: &str| text.strip_prefix(open).and_then(|t| t.strip_suffix(close));
+    if text.len() == 32 {
+        return Some(parse_hex(format, text, 32));
+    }
+    if let Some(d) = bracketed("{", "}").filter(|d| !d.starts_with("0x") && !d.starts_with("0X")) {
+        return Some(parse_uuid(format, d));
+    }
+    if let Some(d) = bracketed("(", ")") {
+        return Some(parse_uuid(format, d));
+    }
+    let inner = bracketed("{", "}}")?;
+    let (head, tail) = inner.split_once(",{")?;
+    let numbers: Vec<&str> = head.split(',').chain(tail.split(',')).collect();
+    let widths = [8, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2];
+    if numbers.len() != widths.len() {
+        return Some(Err(Error::text(
+            format,
+            format!("expected 11 numbers in the X form, found {}", numbers.len()),
+        )));
+    }
+    let mut value = 0_u128;
+    for (number, width) in numbers.into_iter().zip(widths) {
+        let digits = number.strip_prefix("0x").or_else(|| number.strip_prefix("0X"));
+        let Some(digits) = digits else {
+            return Some(Err(Error::text(format, format!("expected 0x before `{number}`"))));
+        };
+        match parse_hex(format, digits, width) {
+            Ok(part) => value = (value << (4 * width)) | part,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(value))
+}
+
 /// 8-4-4-4-12 hex digits (either case) with hyphens, nothing around them.
 fn parse_uuid(format: Format, text: &str) -> Result<u128, Error> {
     check_chars(format, text, |b| HEX_VALUES[usize::from(b)] != NOT_A_DIGIT || b == b'-')?;

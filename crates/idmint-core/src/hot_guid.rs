@@ -840,6 +840,14 @@ impl LayoutKind for HotGuidLayout {
         Format::Uuid
     }
 
+    /// .NET's `Guid.Parse` also reads the N, B, P and X forms of a Guid.
+    fn parse_upstream(&self, text: &str, format: Format) -> Option<Result<AnyId, Error>> {
+        (format == Format::Uuid)
+            .then(|| crate::format::parse_guid_forms(text))
+            .flatten()
+            .map(|parsed| parsed.map(AnyId::U128))
+    }
+
     fn epoch_ms(&self) -> Option<u64> {
         Some(0)
     }

@@ -108,6 +108,12 @@ pub(crate) trait LayoutKind: fmt::Debug + Send + Sync + Any {
     fn default_format(&self) -> Format {
         Format::Decimal
     }
+    /// A text the original program prints or reads that the strict parsers refuse (go-flakeid's
+    /// unpadded hex, .NET's other `Guid` forms), as an ID of the layout's width; `None` when
+    /// the layout's original has no such form for `format`.
+    fn parse_upstream(&self, _text: &str, _format: Format) -> Option<Result<AnyId, Error>> {
+        None
+    }
     /// The epoch of the time field in Unix ms, if there is a time field.
     fn epoch_ms(&self) -> Option<u64>;
     /// The same layout with another epoch, or `None` when the epoch is fixed.

@@ -231,9 +231,8 @@ impl Layout {
     /// # Example
     ///
     /// ```
-    /// use idmint_core::{Format, Layout};
-    ///
-    /// assert_eq!(Layout::builtin("lable")?.default_format(), Format::Hex);
+    /// use idmint_core::{Format::Hex, Layout};
+    /// assert_eq!(Layout::builtin("lable")?.default_format(), Hex);
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn default_format(&self) -> Format {
@@ -322,7 +321,8 @@ impl Layout {
         self.kind.decode(id.of_width(self.id_bits(), self.name())?)
     }
 
-    /// Parses text in `format` and checks it is a valid ID of this layout.
+    /// Parses text in `format` (or a form of it the layout's original program prints: Go's
+    /// unpadded hex for `flake`, .NET's N, B, P and X `Guid` forms for `hot-guid`).
     ///
     /// # Errors
     ///
@@ -340,7 +340,8 @@ impl Layout {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn parse(&self, text: &str, format: Format) -> Result<AnyId, Error> {
-        let id = AnyId::parse(text, format, self.id_bits())?;
+        let id = AnyId::parse(text, format, self.id_bits())
+            .or_else(|e| self.kind.parse_upstream(text, format).unwrap_or(Err(e)))?;
         self.decode(id)?;
         Ok(id)
     }
@@ -362,8 +363,7 @@ impl Layout {
     /// ```
     pub fn format(&self, id: AnyId, format: Format) -> Result<String, Error> {
         let mut out = String::new();
-        id.write(format, &mut out)?;
-        Ok(out)
+        id.write(format, &mut out).map(|()| out)
     }
 
     /// The Unix ms an ID was issued at, if the layout records time. `now_ms` resolves

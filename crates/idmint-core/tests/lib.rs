@@ -9,6 +9,7 @@
 //! | `no_panic` | parsing and decoding arbitrary input never panics (proptest) |
 //! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
+//! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
 //! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core |
 //!
 //! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
@@ -29,5 +30,7 @@ mod no_panic;
 mod tidy;
 #[path = "lib/upstream.rs"]
 mod upstream;
+#[path = "lib/upstream_edges.rs"]
+mod upstream_edges;
 #[path = "lib/vectors.rs"]
 mod vectors;
