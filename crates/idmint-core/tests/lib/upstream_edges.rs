@@ -47,7 +47,7 @@ fn go_flakeid_unpadded_hex() {
     ]);
     assert_eq!(
         Layout::builtin("flake").and_then(|l| l.parse("1530d02cb005000", Format::Hex)).ok(),
-        Some(AnyId::U64(0x1530_d02c_b005_000))
+        Some(AnyId::U64(0x0153_0d02_cb00_5000))
     );
     // The other layouts keep their exact widths.
     let snowflake = Case { layout: "snowflake", format: Format::Hex, text: "5", same_as: None };
