@@ -112,7 +112,7 @@ fn decoded<'a>(
     fields: &'a [(String, FieldValue)],
     now_ms: u64,
 ) -> anyhow::Result<Decoded<'a>> {
-    // trace-id's seconds wrap: they are read as the latest matching time not after now.
+    // trace-id's seconds wrap: they are read as the latest matching time up to a day after now.
     let time = layout.time_ms(id, now_ms)?.map(format_rfc3339_ms);
     Ok(Decoded {
         layout: layout.name(),

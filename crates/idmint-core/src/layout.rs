@@ -367,7 +367,7 @@ impl Layout {
     }
 
     /// The Unix ms an ID was issued at, if the layout records time. `now_ms` resolves
-    /// `trace-id`'s wrapping seconds to the latest matching time not after it.
+    /// `trace-id`'s wrapping seconds to the latest matching time up to a day after it.
     ///
     /// # Errors
     ///

@@ -26,7 +26,7 @@ use crate::{
 /// | 62..=38 | `timestamp`: Unix seconds mod 2^25 | 0..=33,554,431 | clock |
 /// | 37..=22 | `node_no` | 0..=65,535 (0 means "unknown") | configuration |
 /// | 21..=10 | `chunk_no`: a chunk of counters taken from a process-wide registry | 0..=4,095 | generator |
-/// | 9..=0 | `counter` within the chunk | 1..=1,023 | generator |
+/// | 9..=0 | `counter` within the chunk | 1..=1,023 as generated; 0 is read and written | generator |
 ///
 /// `raw = timestamp·2^38 + node_no·2^22 + chunk_no·2^10 + counter`. Seed 001's early draft
 /// wrote `node_no·2^18`; elfo's code, and this type, use 2^22.
@@ -35,7 +35,13 @@ use crate::{
 /// unique within one period. Pair them with a monotonic field (such as `created_at`) for
 /// long-term order. One node can issue 4,096 × 1,023 ≈ 4.19 M IDs per second.
 ///
-/// Decoding follows elfo's `TryFrom<u64>`: any non-zero value with bit 63 clear is accepted.
+/// A raw value is accepted as elfo's `TraceIdValidator` accepts it (without its time check):
+/// non-zero, with bit 63 clear. elfo's `TryFrom<u64>` refuses only 0, so it also takes values
+/// with bit 63 set, which elfo's generator never makes and its validator refuses; idmint
+/// refuses them everywhere, so that every TraceId it accepts is in the 63-bit domain (a
+/// positive `i64`, as databases and Java store it). Any other non-zero value is accepted,
+/// counter 0 included (elfo's generator starts at 1, but `TryFrom` takes it), and
+/// [`from_parts`](Self::from_parts) packs whatever decoding returns.
 ///
 /// # Example
 ///
@@ -90,10 +96,14 @@ const FIELDS: &[BitField] = &[
     BitField::new("timestamp", TIMESTAMP_SHIFT, TraceId::TIMESTAMP_BITS, FieldRole::Time),
     BitField::new("node_no", NODE_SHIFT, TraceId::NODE_BITS, FieldRole::Node),
     BitField::new("chunk_no", CHUNK_SHIFT, TraceId::CHUNK_BITS, FieldRole::Other),
-    BitField::new("counter", COUNTER_SHIFT, TraceId::COUNTER_BITS, FieldRole::Other).with_min(1),
+    BitField::new("counter", COUNTER_SHIFT, TraceId::COUNTER_BITS, FieldRole::Other),
 ];
 
 impl TraceId {
+    /// How far ahead of the reader's clock [`unix_secs_near`](Self::unix_secs_near) places an
+    /// ID rather than one period (about 388 days) back: a day, as a server's marks may be
+    /// ahead of its clock (`max_ahead_ms`).
+    pub const FUTURE_SECS: u64 = 86_400;
     /// Width of the timestamp field (seconds, wrapping).
     pub const TIMESTAMP_BITS: u32 = 25;
     /// Width of the node number field.
@@ -116,7 +126,8 @@ impl TraceId {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] for a field that does not fit (a counter of 0 included).
+    /// [`Error::FieldOutOfRange`] for a field that does not fit, [`Error::Zero`] when every
+    /// field is 0. A counter of 0 is packed as elfo's `TryFrom` reads it.
     ///
     /// # Example
     ///
@@ -125,6 +136,9 @@ impl TraceId {
     ///
     /// let parts = TraceIdParts { timestamp: 0, node_no: 0, chunk_no: 0, counter: 0 };
     /// assert!(TraceId::from_parts(parts).is_err());
+    /// let parts = TraceIdParts { timestamp: 1, ..parts };
+    /// assert_eq!(TraceId::from_parts(parts)?.into_parts(), parts);
+    /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn from_parts(parts: TraceIdParts) -> Result<Self, Error> {
         let raw =
@@ -188,8 +202,11 @@ impl TraceId {
         self.0.get()
     }
 
-    /// The Unix second the ID was issued in: the latest time not after `now_ms` whose seconds
-    /// mod 2^25 equal the timestamp field (the field alone is ambiguous across periods).
+    /// The Unix second the ID was issued in: the latest time not after `now_ms` plus
+    /// [`FUTURE_SECS`](Self::FUTURE_SECS) whose seconds mod 2^25 equal the timestamp field
+    /// (the field alone is ambiguous across periods). An ID a little ahead of the reader's
+    /// clock (a server whose clock is ahead, or that issues above a stored mark after a
+    /// restart) is read as the near future, not as 388 days ago.
     ///
     /// # Example
     ///
@@ -209,7 +226,7 @@ impl TraceId {
     /// ```
     pub fn unix_secs_near(self, now_ms: u64) -> u64 {
         let period = 1u64 << Self::TIMESTAMP_BITS;
-        let now_secs = now_ms / MS_PER_SECOND;
+        let now_secs = (now_ms / MS_PER_SECOND).saturating_add(Self::FUTURE_SECS);
         let field = FIELDS[0].get(self.to_raw());
         let base = now_secs - now_secs % period + field;
         if base <= now_secs { base } else { base.saturating_sub(period) }

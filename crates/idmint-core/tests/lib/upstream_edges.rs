@@ -1,9 +1,9 @@
-//! The edges where idmint reads what the original programs print or read, beyond its own strict
-//! text forms: go-flakeid's unpadded `%x` hex, and the N, B, P and X forms of .NET's
-//! `Guid.Parse` for HotGuid. Each form must name the same ID as the canonical one, and a text
-//! that is none of them is still refused.
+//! The edges where idmint reads what the original programs print or read: go-flakeid's
+//! unpadded `%x` hex and the N, B, P and X forms of .NET's `Guid.Parse` for HotGuid (each names
+//! the same ID as the canonical form; other texts are still refused), a TraceId a little ahead
+//! of the clock, and TraceId's counter 0.
 
-use idmint_core::{AnyId, Format, Layout};
+use idmint_core::{AnyId, Format, Layout, TraceId, TraceIdParts};
 
 /// One text of one layout, and the canonical text it must equal (`None`: it must be refused).
 struct Case {
@@ -72,4 +72,43 @@ fn dotnet_guid_forms_of_hot_guid() {
         guid("{61ff0f80,0x981e,0x12e9,{0x34,0x01,0xe2,0x41,0xd0,0x00,0x00,0x00}}", None),
         guid("[61ff0f80-981e-12e9-3401-e241d0000000]", None),
     ]);
+}
+
+/// A TraceId's 25-bit seconds read near a clock: ahead of it by up to a day is the near future
+/// (a server whose clock is ahead, or that issues above a stored mark after a restart), more
+/// is one period (2^25 s, about 388 days) back.
+#[test]
+fn trace_id_seconds_near_the_clock() {
+    const NOW_S: u64 = 1_800_000_000;
+    let period = 1 << TraceId::TIMESTAMP_BITS;
+    for (issued_s, read_as) in [
+        (NOW_S, NOW_S),
+        (NOW_S - 10, NOW_S - 10),
+        (NOW_S + 3, NOW_S + 3),
+        (NOW_S + TraceId::FUTURE_SECS, NOW_S + TraceId::FUTURE_SECS),
+        (NOW_S + TraceId::FUTURE_SECS + 1, NOW_S + TraceId::FUTURE_SECS + 1 - period),
+        (NOW_S - period + TraceId::FUTURE_SECS + 1, NOW_S - period + TraceId::FUTURE_SECS + 1),
+    ] {
+        let parts =
+            TraceIdParts { timestamp: issued_s % period, node_no: 1, chunk_no: 0, counter: 1 };
+        let id = TraceId::from_parts(parts).expect("an id");
+        assert_eq!(id.unix_secs_near(NOW_S * 1000 + 999), read_as, "issued at {issued_s}");
+        let layout = Layout::builtin("trace-id").expect("trace-id");
+        let ms = layout.time_ms(AnyId::U64(id.to_raw()), NOW_S * 1000).expect("a time");
+        assert_eq!(ms, Some(read_as * 1000), "issued at {issued_s}");
+    }
+}
+
+/// What decoding accepts, encoding packs back, counter 0 included; only 0 and bit 63 are
+/// refused (elfo's validator's rules).
+#[test]
+fn trace_id_decode_and_encode_agree_on_counter_0() {
+    let layout = Layout::builtin("trace-id").expect("trace-id");
+    for raw in [1_u64 << 38, (5 << 38) | (7 << 22) | (9 << 10), 1 << 22, 1 << 10, 1] {
+        let fields = layout.decode(AnyId::U64(raw)).expect("decodes");
+        assert_eq!(layout.encode(&fields).ok(), Some(AnyId::U64(raw)), "{raw:#x}");
+    }
+    let zero = TraceIdParts { timestamp: 0, node_no: 0, chunk_no: 0, counter: 0 };
+    assert_eq!(TraceId::from_parts(zero), Err(idmint_core::Error::Zero));
+    assert_eq!(TraceId::from_raw(1 << 63), Err(idmint_core::Error::HighestBitSet));
 }
