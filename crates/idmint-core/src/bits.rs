@@ -145,6 +145,9 @@ pub struct BitLayout {
     /// The original program prints the ID as unpadded hex (Go's `%x`), which `parse` also
     /// reads beside the padded form.
     unpadded_hex: bool,
+    /// The original counts whole ticks of the clock and of the start time (Sonyflake's
+    /// `floor(now / unit) − floor(start / unit)`): another epoch is rounded down to a tick.
+    floors_epoch: bool,
 }
 
 impl BitLayout {
@@ -165,7 +168,14 @@ impl BitLayout {
             tick_ms,
             time_wraps,
             unpadded_hex: false,
+            floors_epoch: false,
         }
+    }
+
+    /// The same built-in layout, whose original rounds its start time down to a tick.
+    pub(crate) const fn with_floored_epoch(mut self) -> Self {
+        self.floors_epoch = true;
+        self
     }
 
     /// The same built-in layout, whose original prints unpadded hex (go-flakeid's `%x`).
@@ -204,7 +214,8 @@ impl BitLayout {
         self.time_wraps
     }
 
-    /// The same layout with another epoch.
+    /// The same layout with another epoch. Sonyflake rounds it down to its 10 ms unit, as
+    /// the original does with its start time (for decoding and for generating alike).
     ///
     /// # Errors
     ///
@@ -213,16 +224,21 @@ impl BitLayout {
     /// # Example
     ///
     /// ```
-    /// use idmint_core::Flake;
+    /// use idmint_core::{Flake, Sonyflake};
     ///
     /// let layout = Flake::LAYOUT.with_epoch(946_684_800_000)?;
     /// assert_eq!(layout.epoch_ms(), 946_684_800_000);
+    /// assert_eq!(Sonyflake::LAYOUT.with_epoch(1_409_529_600_007)?.epoch_ms(), 1_409_529_600_000);
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn with_epoch(&self, epoch_ms: u64) -> Result<Self, Error> {
         if self.field_with_role(FieldRole::Time).is_none() {
             return Err(Error::InvalidLayout(format!("layout `{}` has no time field", self.name)));
         }
+        let epoch_ms = match self.floors_epoch {
+            true => epoch_ms - epoch_ms % self.tick_ms.max(1),
+            false => epoch_ms,
+        };
         Ok(BitLayout { epoch_ms, ..self.clone() })
     }
 
@@ -747,6 +763,7 @@ impl TryFrom<LayoutConfig> for BitLayout {
             tick_ms: config.tick_ms,
             time_wraps: false,
             unpadded_hex: false,
+            floors_epoch: false,
         })
     }
 }

@@ -85,7 +85,8 @@ impl Sonyflake {
     pub const MACHINE_BITS: u32 = 16;
     /// The layout as data.
     pub const LAYOUT: BitLayout =
-        BitLayout::builtin("sonyflake", 63, FIELDS, Self::EPOCH_MS, Self::TICK_MS, false);
+        BitLayout::builtin("sonyflake", 63, FIELDS, Self::EPOCH_MS, Self::TICK_MS, false)
+            .with_floored_epoch();
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
     /// An example ID, for documentation and tests.

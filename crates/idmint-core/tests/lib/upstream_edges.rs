@@ -112,3 +112,27 @@ fn trace_id_decode_and_encode_agree_on_counter_0() {
     assert_eq!(TraceId::from_parts(zero), Err(idmint_core::Error::Zero));
     assert_eq!(TraceId::from_raw(1 << 63), Err(idmint_core::Error::HighestBitSet));
 }
+
+/// Sonyflake counts `floor(now / 10 ms) − floor(start / 10 ms)`: a start time that is not a
+/// multiple of the unit is rounded down, for generating and for decoding alike.
+#[test]
+fn sonyflake_start_time_rounds_down_to_its_unit() {
+    const START: u64 = 1_409_529_600_000;
+    let node = [("machine".to_string(), idmint_core::FieldValue::Number(1))];
+    for (start, now, elapsed) in [
+        (START + 7, START + 13, 1),
+        (START + 7, START + 9, 0),
+        (START + 9, START + 10, 1),
+        (START, START + 13, 1),
+    ] {
+        let layout =
+            Layout::builtin("sonyflake").and_then(|l| l.with_epoch(start)).expect("layout");
+        assert_eq!(layout.epoch_ms(), Some(START), "start {start}");
+        let config = idmint_core::GeneratorConfig::default();
+        let id = layout.generator(&node, &config).expect("generator").next(now).expect("next");
+        let id = id.ready().expect("an id at once");
+        let fields = layout.decode(id).expect("decodes");
+        assert_eq!(fields[0], crate::common::num("timestamp", elapsed), "start {start}, now {now}");
+        assert_eq!(layout.time_ms(id, now).expect("time"), Some(START + 10 * elapsed));
+    }
+}
