@@ -28,9 +28,14 @@ use idmint_core::Icicle;
 pub use self::client::{IcicleClient, IcicleOptions};
 use crate::Error;
 
-/// icicle v2.0.1's `icicle-core/src/main/resources/id-generation.lua`, byte for byte (lines
-/// joined with `\n`, no trailing newline, as the Java client reads it), so its SHA1 is
-/// [`SCRIPT_SHA1`] and Java icicle clients share it on the same nodes.
+/// icicle v2.0.1's `icicle-core/src/main/resources/id-generation.lua` as icicle's Java client
+/// sends it. The file ends with a newline, which the client drops when it reads the resource
+/// line by line and joins the lines with `\n`; these 2,769 bytes are the file without that
+/// newline, so their SHA1 is [`SCRIPT_SHA1`] (`594c06c1…`, the SHA1 reported for the joined
+/// lines in upstream-behaviour.md), the one `SCRIPT LOAD` returns and Java clients `EVALSHA`,
+/// and both share the script on the same nodes. The file's own 2,770 bytes, with the newline,
+/// hash to `4accfeb94a7dbef408149b4af1ddd530b859f190` (git blob `ca5c18bc…`); idmint never
+/// sends that form.
 ///
 /// Origin: <https://github.com/intenthq/icicle>, tag 2.0.1 (commit 64f436a), file
 /// `icicle-core/src/main/resources/id-generation.lua`. Kept unchanged in its own file because

@@ -114,6 +114,11 @@ async fn the_script_is_icicles_byte_for_byte() {
     // Computed here, with no Redis: lines joined with "\n", no trailing newline.
     let local = sha1_smol::Sha1::from(IcicleClient::SCRIPT.as_bytes()).digest().to_string();
     assert_eq!(local, "594c06c1a007e4c734680d6e4711e67334507564");
+    // The upstream file is the same bytes and its final newline, which the Java client drops.
+    assert_eq!(IcicleClient::SCRIPT.len(), 2_769);
+    let file = format!("{}\n", IcicleClient::SCRIPT);
+    let upstream = sha1_smol::Sha1::from(file.as_bytes()).digest().to_string();
+    assert_eq!(upstream, "4accfeb94a7dbef408149b4af1ddd530b859f190");
     assert_eq!(IcicleClient::SCRIPT_SHA1, local);
     // And as Redis computes it.
     let Some(redis) = start().await else { return };
