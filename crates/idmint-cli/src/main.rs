@@ -5,6 +5,7 @@
 //! stderr, `error: <message>`, with exit code 1; a command line clap refuses gets clap's whole
 //! message (its tip and usage too) and exit code 2.
 
+mod analyze;
 mod bench;
 mod color;
 mod completions;
@@ -62,6 +63,8 @@ enum Command {
     Encode(encode::Args),
     /// Show the fields of an ID.
     Decode(decode::Args),
+    /// Run a randomness battery over IDs read from stdin; exit 1 when they do not look random.
+    Analyze(analyze::Args),
     /// Draw a layout's bits and say how long and how fast it lasts.
     Explain(explain::Args),
     /// List the built-in layouts.
@@ -112,6 +115,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Gen(args) => generate::run(&args, &mut out)?,
         Command::Encode(args) => encode::run(&args, &mut out)?,
         Command::Decode(args) => decode::run(&args, &mut out)?,
+        Command::Analyze(args) => analyze::run(&args, io::stdin().lock(), &mut out)?,
         Command::Explain(args) => explain::run(&args, &mut out)?,
         Command::Layouts(args) => layouts::run(&args, &mut out)?,
         Command::Serve(args) => serve::run(&args)?,

@@ -454,6 +454,7 @@ fn help_examples_fit_and_run() {
         "gen",
         "encode",
         "decode",
+        "analyze",
         "explain",
         "layouts",
         "serve",
