@@ -101,15 +101,27 @@ pub(crate) fn runs(bits: &Bits) -> Outcome {
     tested("runs", v as f64, p, detail)
 }
 
-/// The longest run of ones in a block, §2.4, with NIST's block sizes and class probabilities.
+/// The longest run of ones in a block, §2.4, with the block sizes and class probabilities of
+/// NIST's reference code (more digits than the document's table).
 pub(crate) fn longest_run(bits: &Bits) -> Outcome {
     let n = bits.len();
     let (m, lowest, probabilities): (usize, usize, &[f64]) = if n >= 750_000 {
         (10_000, 10, &[0.0882, 0.2092, 0.2483, 0.1933, 0.1208, 0.0675, 0.0727])
     } else if n >= 6_272 {
-        (128, 4, &[0.1174, 0.2430, 0.2493, 0.1752, 0.1027, 0.1124])
+        (
+            128,
+            4,
+            &[
+                0.117_403_578_8,
+                0.242_955_959,
+                0.249_363_483,
+                0.175_177_06,
+                0.102_701_071,
+                0.112_398_847,
+            ],
+        )
     } else {
-        (8, 1, &[0.2148, 0.3672, 0.2305, 0.1875])
+        (8, 1, &[0.214_843_75, 0.367_187_5, 0.230_468_75, 0.1875])
     };
     let classes = probabilities.len();
     let mut counts = vec![0_u64; classes];
@@ -204,17 +216,20 @@ pub(crate) fn approximate_entropy(bits: &Bits) -> Outcome {
 /// Cumulative sums, §2.13, forward and backward.
 pub(crate) fn cumulative_sums(bits: &Bits) -> [Outcome; 2] {
     let n = bits.len() as f64;
+    // The sums' bounds as NIST's reference code computes them: integer division, truncating.
+    let count = bits.len() as i64;
     let p_value = |z: f64| -> f64 {
         let sqrt_n = n.sqrt();
+        let zi = z as i64;
         let mut sum1 = 0.0;
-        let start = ((-n / z + 1.0) / 4.0).floor() as i64;
-        let end = ((n / z - 1.0) / 4.0).floor() as i64;
+        let start = (-count / zi + 1) / 4;
+        let end = (count / zi - 1) / 4;
         for k in start..=end {
             let k = k as f64;
             sum1 += phi((4.0 * k + 1.0) * z / sqrt_n) - phi((4.0 * k - 1.0) * z / sqrt_n);
         }
         let mut sum2 = 0.0;
-        let start = ((-n / z - 3.0) / 4.0).floor() as i64;
+        let start = (-count / zi - 3) / 4;
         for k in start..=end {
             let k = k as f64;
             sum2 += phi((4.0 * k + 3.0) * z / sqrt_n) - phi((4.0 * k + 1.0) * z / sqrt_n);
@@ -352,6 +367,13 @@ mod tests {
         assert!(close(runs(&eps("1001101011")).p_value, 0.147232));
         // §2.13.8 (forward): 1011010111, p = 0.4116588.
         assert!(close(cumulative_sums(&eps("1011010111"))[0].p_value, 0.4116588));
+        // §2.11.8: 0011011101 with m = 3, p = 0.808792 and 0.670320.
+        let [one, two] = serial(&eps("0011011101"));
+        assert!(close(one.p_value, 0.808792) && close(two.p_value, 0.670320), "{one:?} {two:?}");
+        // §2.4.8: 128 bits in blocks of 8, p = 0.180609.
+        let long = "11001100000101010110110001001100111000000000001001001101010100010001\
+                    001111010110100000001101011111001100111001101101100010110010";
+        assert!(close(longest_run(&eps(long)).p_value, 0.180609), "{:?}", longest_run(&eps(long)));
     }
 
     #[test]
