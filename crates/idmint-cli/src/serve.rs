@@ -369,9 +369,12 @@ async fn backends(
     };
     let mut backends = Backends::new(coordinator);
     if sources.contains(&Source::Segment) {
-        backends.segments = Some(match &postgres {
-            Some(pg) => pg.segments.clone(),
-            None => file_store()? as Arc<dyn SegmentStore>,
+        // A fleet shares its segments: on Postgres if given, else on etcd; one server alone
+        // keeps them in its data directory.
+        backends.segments = Some(match (&postgres, store) {
+            (Some(pg), _) => pg.segments.clone(),
+            (None, Store::Etcd(settings)) => etcd_store(settings).await?,
+            (None, Store::File(_)) => file_store()? as Arc<dyn SegmentStore>,
         });
     }
     if sources.contains(&Source::Counters) {
@@ -382,7 +385,7 @@ async fn backends(
                 None => anyhow::bail!("--counters postgres needs --postgres"),
             },
             CountersArg::Etcd => match store {
-                Store::Etcd(settings) => etcd_counters(settings).await?,
+                Store::Etcd(settings) => etcd_store(settings).await?,
                 Store::File(_) => anyhow::bail!("--counters etcd needs --etcd"),
             },
         });
@@ -450,17 +453,19 @@ fn set_redis(_backends: &mut Backends, _nodes: &[String]) -> anyhow::Result<()> 
     Err(crate::icicle::no_redis_feature())
 }
 
+/// Segments and counters on etcd, under the fleet's prefix.
 #[cfg(feature = "etcd")]
-async fn etcd_counters(settings: &EtcdSettings) -> anyhow::Result<Arc<dyn CounterStore>> {
-    use idmint_coord::{EtcdCounterOptions, EtcdCounters};
+async fn etcd_store(settings: &EtcdSettings) -> anyhow::Result<Arc<idmint_coord::EtcdStore>> {
+    use idmint_coord::{EtcdStore, EtcdStoreOptions};
 
     let options =
-        EtcdCounterOptions { prefix: settings.prefix.clone(), ..EtcdCounterOptions::default() };
-    Ok(Arc::new(EtcdCounters::connect(&settings.endpoints, options).await?))
+        EtcdStoreOptions { prefix: settings.prefix.clone(), ..EtcdStoreOptions::default() };
+    Ok(Arc::new(EtcdStore::connect(&settings.endpoints, options).await?))
 }
 
+/// Without the feature, `--etcd` stops earlier; this keeps the types.
 #[cfg(not(feature = "etcd"))]
-async fn etcd_counters(_settings: &EtcdSettings) -> anyhow::Result<Arc<dyn CounterStore>> {
+async fn etcd_store(_settings: &EtcdSettings) -> anyhow::Result<Arc<FileStore>> {
     Err(no_etcd_feature())
 }
 

@@ -855,6 +855,51 @@ mod on_etcd {
         }
     }
 
+    /// A fleet with only etcd keeps its `sequence` segments there: two servers, each with its
+    /// own data directory as on two machines, hand out disjoint IDs, and the segment is an etcd
+    /// key. (Before, each server kept the segments in its own data directory, so both handed
+    /// out 1, 2, 3...: this is that bug's regression test.)
+    #[test]
+    fn a_sequence_namespace_on_etcd_is_shared_by_the_fleet() {
+        let _serial = serial();
+        let Some(etcd) = Etcd::start(1) else { return };
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let config = dir.path().join("idmint.toml");
+        std::fs::write(
+            &config,
+            "[[server.namespaces]]\nname = \"orders\"\nlayout = \"sequence\"\n",
+        )
+        .expect("write the config");
+        let nodes: Vec<Node> = (0..2)
+            .map(|i| {
+                let data = dir.path().join(format!("machine-{i}"));
+                let args = strings(&[
+                    "--etcd",
+                    &etcd.endpoints(),
+                    "--config",
+                    &config.to_string_lossy(),
+                    "--data-dir",
+                    &data.to_string_lossy(),
+                ]);
+                Node::start(&format!("sequence {i}"), &args, &[])
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            for node in &nodes {
+                ids.extend(node.get("/v1/namespaces/orders/batch?count=1000").ids());
+            }
+        }
+        let count = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), count, "duplicates between two servers of one fleet");
+        assert_eq!(count, 10_000);
+        let key = etcd.get("idmint/segments/orders").expect("the segment is an etcd key");
+        let max: u64 = String::from_utf8_lossy(key.value()).parse().expect("a decimal value");
+        assert!(max >= *ids.last().expect("ids"), "every id is below the stored segment end");
+    }
+
     /// LableOrg's pool through the server (configured from a file): a `lable` namespace claims
     /// `pool/0:0` (empty value, 5 s lease) and writes `cluster-id` "0"; then, with cluster IDs
     /// "4, 5" and `pool/4:0..4:2046` taken (HighGeneratorCountIT), it gets generator 2047 of

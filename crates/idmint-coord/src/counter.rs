@@ -9,10 +9,7 @@
 //! | [`FileStore`](crate::FileStore) | `counters/<name>.json`, replaced atomically under `flock` | always |
 //! | [`MemoryStore`](crate::MemoryStore) | a map (tests) | always |
 //! | `PostgresStore` | a row of `idmint_counters`, bumped by one atomic statement | `postgres` |
-//! | `EtcdCounters` | a key, bumped by a transaction that compares its mod revision | `etcd` |
-
-#[cfg(feature = "etcd")]
-mod etcd;
+//! | `EtcdStore` | a key, bumped by a transaction that compares its mod revision | `etcd` |
 
 use std::{
     fmt,
@@ -22,8 +19,6 @@ use std::{
 use arc_swap::ArcSwap;
 use idmint_core::{DecimalId, DecimalIdBatch, DecimalIdGenerator};
 
-#[cfg(feature = "etcd")]
-pub use self::etcd::{EtcdCounterOptions, EtcdCounters};
 use crate::{Error, segment::MAX_SEGMENT_ID};
 
 /// Durable, atomic counters, each counting up from 1 and never wrapping.

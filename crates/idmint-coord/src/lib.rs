@@ -20,13 +20,13 @@
 //!
 //! The other half is IDs produced by a store instead of a clock (seed 001's "IDs produced by
 //! DB"). A [`SegmentStore`] hands out disjoint, increasing ranges of `1..=2^63−1`, durably:
-//! [`FileStore`] (always), [`MemoryStore`] (tests) and `PostgresStore` (feature `postgres`: one
+//! [`FileStore`] (always), [`MemoryStore`] (tests), `PostgresStore` (feature `postgres`: one
 //! atomic `UPDATE … RETURNING` per range, rows that never go down, servers with `fsync` or
-//! `synchronous_commit` off refused). A [`SegmentAllocator`] serves fully monotonic IDs from
-//! them with one atomic add per ID, fetching the next range in the background and adapting the
-//! range length to the rate of use. A [`CounterStore`] (the same stores, and `EtcdCounters`
-//! with feature `etcd`) keeps durable counters; [`DecimalIds`] takes DecimalId's launch ID and
-//! generator IDs from them.
+//! `synchronous_commit` off refused) and `EtcdStore` (feature `etcd`: a compare-and-swap
+//! transaction per range). A [`SegmentAllocator`] serves fully monotonic IDs from them with
+//! one atomic add per ID, fetching the next range in the background and adapting the range
+//! length to the rate of use. A [`CounterStore`] (the same stores) keeps durable counters;
+//! [`DecimalIds`] takes DecimalId's launch ID and generator IDs from them.
 //!
 //! # Example
 //!
@@ -60,6 +60,8 @@ mod memory;
 pub mod testing;
 // Segments (DB-produced IDs) and persistent counters (DecimalId's launch and generator IDs).
 mod counter;
+#[cfg(feature = "etcd")]
+mod etcd_store;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod segment;
@@ -84,7 +86,7 @@ pub use crate::{
 
 // Segments and persistent counters (a separate group, so that formatting never moves it).
 #[cfg(feature = "etcd")]
-pub use crate::counter::{EtcdCounterOptions, EtcdCounters};
+pub use crate::etcd_store::{EtcdStore, EtcdStoreOptions};
 #[cfg(feature = "postgres")]
 pub use crate::postgres::{PostgresOptions, PostgresStore};
 pub use crate::{

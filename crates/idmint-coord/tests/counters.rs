@@ -183,14 +183,14 @@ async fn postgres_counters() {
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_counters() {
-    use idmint_coord::{EtcdCounterOptions, EtcdCounters, testing};
+    use idmint_coord::{EtcdStore, EtcdStoreOptions, testing};
 
     let Some(cluster) = testing::available(testing::EtcdCluster::start(1).await) else { return };
-    let options = EtcdCounterOptions { prefix: "test/".into(), ..EtcdCounterOptions::default() };
+    let options = EtcdStoreOptions { prefix: "test/".into(), ..EtcdStoreOptions::default() };
     let counters =
-        EtcdCounters::connect(&cluster.endpoints(), options.clone()).await.expect("connect");
+        EtcdStore::connect(&cluster.endpoints(), options.clone()).await.expect("connect");
     run_all(Arc::new(counters)).await;
     // Another client (another process) continues the same counters.
-    let other = EtcdCounters::connect(&cluster.endpoints(), options).await.expect("connect");
+    let other = EtcdStore::connect(&cluster.endpoints(), options).await.expect("connect");
     assert_eq!(other.next(LAUNCH, 99_999).await.expect("launch"), 3);
 }

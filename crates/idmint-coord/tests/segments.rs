@@ -1,13 +1,14 @@
-//! Segments against real stores (`reliability.md` T15, T16, T17): ten processes fetching ranges
-//! of one namespace, an allocator process killed with SIGKILL 100 times, Postgres refusing
-//! settings that lose commits, a Postgres crash under an allocator, the never-decrease
-//! triggers, and the allocator's double buffering and adaptive step under a manual clock.
+//! Segments against real stores (`reliability.md` T15, T16, T17), files, Postgres and etcd:
+//! ten processes fetching ranges of one namespace, an allocator process killed with SIGKILL
+//! 100 times, Postgres refusing settings that lose commits, a Postgres crash under an
+//! allocator, the never-decrease triggers, and the allocator's double buffering and adaptive
+//! step under a manual clock.
 //! Every test counts the IDs it saw and asserts there is no duplicate.
 //!
 //! Multi-process tests run this test binary again as child processes: the test
 //! `worker_process_entry` does nothing unless `IDMINT_SEGMENT_WORKER` names a mode, and then
 //! acts as one allocator process, writing what it got to a file given in
-//! `IDMINT_SEGMENT_OUT`. Postgres tests skip without PostgreSQL, unless `CI=true`.
+//! `IDMINT_SEGMENT_OUT`. Postgres and etcd tests skip without them, unless `CI=true`.
 
 #![cfg(feature = "test-util")]
 
@@ -37,7 +38,7 @@ use idmint_core::ManualClock;
 const WORKER: &str = "IDMINT_SEGMENT_WORKER";
 /// Where a worker writes what it got.
 const OUT: &str = "IDMINT_SEGMENT_OUT";
-/// Which store a worker uses: `file:<dir>` or `postgres:<url>`.
+/// Which store a worker uses: `file:<dir>`, `postgres:<url>` or `etcd:<endpoints>`.
 const STORE: &str = "IDMINT_SEGMENT_STORE";
 /// The worker's step.
 const STEP: &str = "IDMINT_SEGMENT_STEP";
@@ -95,6 +96,17 @@ async fn open_store(spec: &str) -> Arc<dyn SegmentStore> {
         let options = idmint_coord::PostgresOptions::default();
         return Arc::new(
             idmint_coord::PostgresStore::connect(url, options).await.expect("postgres"),
+        );
+    }
+    #[cfg(feature = "etcd")]
+    if let Some(endpoints) = spec.strip_prefix("etcd:") {
+        let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+        let options = idmint_coord::EtcdStoreOptions {
+            prefix: "test/".into(),
+            ..idmint_coord::EtcdStoreOptions::default()
+        };
+        return Arc::new(
+            idmint_coord::EtcdStore::connect(&endpoints, options).await.expect("etcd"),
         );
     }
     panic!("unknown store {spec}")
@@ -532,6 +544,38 @@ async fn file_store_handles_in_one_process_never_share_a_range() {
 
 // ---------------------------------------------------------------------------------------------
 // Postgres.
+
+/// The same suite on etcd (issue 12: a fleet with only etcd serves `sequence` namespaces).
+#[cfg(feature = "etcd")]
+mod etcd {
+    use idmint_coord::testing::{self, EtcdCluster};
+
+    use super::*;
+
+    /// A one-member cluster (kept alive by the runtime-less caller) and its `etcd:` spec.
+    fn start() -> Option<(EtcdCluster, String)> {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let cluster = testing::available(runtime.block_on(EtcdCluster::start(1)))?;
+        let spec = format!("etcd:{}", cluster.endpoints().join(","));
+        Some((cluster, spec))
+    }
+
+    #[test]
+    fn ten_processes_get_disjoint_ranges_from_etcd() {
+        let Some((_cluster, spec)) = start() else { return };
+        let dir = tempfile::tempdir().expect("dir");
+        ten_processes_get_disjoint_ranges(&spec, dir.path());
+    }
+
+    #[test]
+    fn an_allocator_killed_100_times_on_etcd_never_repeats() {
+        let Some((_cluster, spec)) = start() else { return };
+        let dir = tempfile::tempdir().expect("dir");
+        // A dead worker's transaction in flight compares the revision it read: it either
+        // applied before the next worker read the key, or it fails. Nothing to wait for.
+        crash_loop(&spec, dir.path(), 100, 100, &|| {});
+    }
+}
 
 #[cfg(feature = "postgres")]
 mod postgres {

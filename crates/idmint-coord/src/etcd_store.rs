@@ -1,0 +1,204 @@
+//! [`EtcdStore`] (feature `etcd`): segments and persistent counters as etcd keys, each step a
+//! transaction that compares the key's mod revision (compare-and-swap, as Tinyid's version
+//! column), so that a fleet with only etcd serves `sequence` and `decimal-id` namespaces.
+//! Knows nothing of claims or marks.
+
+use std::{future::Future, ops::Range, time::Duration};
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnOp, TxnOpResponse};
+
+use crate::{
+    CounterStore, Error, SegmentStore,
+    counter::check_counter_request,
+    segment::{check_range_request, counter_after, range_after},
+};
+
+/// The backend name in errors and [`CounterStore::name`].
+const BACKEND: &str = "etcd";
+/// How often a step is retried when other writers keep winning the compare.
+const ATTEMPTS: usize = 64;
+
+/// Settings of [`EtcdStore`]. Build it with struct-update syntax from
+/// [`EtcdStoreOptions::default`].
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::EtcdStoreOptions;
+///
+/// let options = EtcdStoreOptions { prefix: "test/".into(), ..EtcdStoreOptions::default() };
+/// assert_eq!(EtcdStoreOptions::default().prefix, "idmint/");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdStoreOptions {
+    /// Counters live at `<prefix>counters/<name>`, segments at `<prefix>segments/<namespace>`.
+    /// Default `idmint/`, as `EtcdOptions`.
+    pub prefix: String,
+    /// How long one etcd request may take. Default 5 s.
+    pub request_timeout: Duration,
+    /// How long connecting may take. Default 5 s.
+    pub connect_timeout: Duration,
+}
+
+impl Default for EtcdStoreOptions {
+    fn default() -> Self {
+        EtcdStoreOptions {
+            prefix: "idmint/".into(),
+            request_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Segments and persistent counters in etcd: the key `<prefix>counters/<name>` holds a
+/// counter's value, `<prefix>segments/<namespace>` the last ID a namespace handed out, both in
+/// decimal and attached to no lease.
+///
+/// A step (a counter's increment, or a segment's range) is one transaction: *if the key's mod
+/// revision is still the one I read, put the new value, else read it again*; on a lost race it
+/// retries with what it read (up to 64 times). etcd transactions are linearizable and durable
+/// on a quorum before they return, so a value or range is returned once only. A transaction
+/// whose answer was lost (a timeout) may have counted: its value or range is skipped, never
+/// returned twice. A restored etcd snapshot brings the keys back: see `idmint lease
+/// adopt-cluster` for marks; segments and counters then need the same care as a Postgres
+/// restore (RELIABILITY.md).
+///
+/// # Example
+///
+/// ```no_run
+/// use idmint_coord::{CounterStore, EtcdStoreOptions, EtcdStore};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+/// let counters = EtcdStore::connect(&endpoints, EtcdStoreOptions::default()).await?;
+/// let launch_id = counters.next("launch", 99_999).await?;
+/// # Ok::<(), idmint_coord::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct EtcdStore {
+    client: Client,
+    options: EtcdStoreOptions,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl EtcdStore {
+    /// Connects to the etcd cluster at `endpoints` (`http://host:port` or `host:port`) and
+    /// checks that it answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] for no endpoints or zero timeouts, [`Error::Unavailable`]
+    /// when etcd cannot be reached within the connect timeout.
+    pub async fn connect(endpoints: &[String], options: EtcdStoreOptions) -> Result<Self, Error> {
+        if endpoints.is_empty() {
+            return Err(Error::InvalidRequest("no etcd endpoints given".into()));
+        }
+        if options.request_timeout.is_zero() || options.connect_timeout.is_zero() {
+            return Err(Error::InvalidRequest("etcd timeouts must not be zero".into()));
+        }
+        let connect = ConnectOptions::new()
+            .with_connect_timeout(options.connect_timeout)
+            .with_require_leader(true);
+        let client = call("connect", options.connect_timeout, async {
+            let mut client = Client::connect(endpoints, Some(connect)).await?;
+            client.status().await?;
+            Ok(client)
+        })
+        .await?;
+        Ok(EtcdStore { client, options })
+    }
+
+    /// Moves the decimal value at `key` one step with `step` (the value after the current one,
+    /// 0 when the key is absent), by compare-and-swap; returns what `step` gave with it.
+    async fn bump<T>(
+        &self,
+        key: &str,
+        what: &str,
+        step: impl Fn(u64) -> Result<(T, u64), Error>,
+    ) -> Result<T, Error> {
+        // Start by assuming the key is absent (mod revision 0): a new key then costs one
+        // transaction; an existing one costs two, the first reading it.
+        let (mut value, mut revision) = (0, 0);
+        for _ in 0..ATTEMPTS {
+            let (answer, next) = step(value)?;
+            let txn = Txn::new()
+                .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
+                .and_then([TxnOp::put(key, next.to_string(), None)])
+                .or_else([TxnOp::get(key, None)]);
+            let mut client = self.client.clone();
+            let response = call(what, self.options.request_timeout, client.txn(txn)).await?;
+            if response.succeeded() {
+                return Ok(answer);
+            }
+            let current = response.op_responses().into_iter().find_map(|op| match op {
+                TxnOpResponse::Get(get) => {
+                    Some(get.kvs().first().map(|kv| (kv.value().to_vec(), kv.mod_revision())))
+                }
+                _ => None,
+            });
+            (value, revision) = match current.flatten() {
+                Some((bytes, mod_revision)) => (parse(key, &bytes)?, mod_revision),
+                None => (0, 0),
+            };
+        }
+        Err(Error::Unavailable {
+            backend: BACKEND,
+            reason: format!("{key} changed under {ATTEMPTS} attempts in a row"),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl CounterStore for EtcdStore {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn next(&self, name: &str, max: u64) -> Result<u64, Error> {
+        check_counter_request(name, max)?;
+        let key = format!("{}counters/{name}", self.options.prefix);
+        self.bump(&key, "count", |value| counter_after(name, value, max).map(|n| (n, n))).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SegmentStore for EtcdStore {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn next_range(&self, namespace: &str, step: u64) -> Result<Range<u64>, Error> {
+        check_range_request(namespace, step)?;
+        let key = format!("{}segments/{namespace}", self.options.prefix);
+        self.bump(&key, "fetch a segment", |max_id| range_after(namespace, max_id, step)).await
+    }
+}
+
+fn parse(key: &str, bytes: &[u8]) -> Result<u64, Error> {
+    std::str::from_utf8(bytes).ok().and_then(|text| text.parse().ok()).ok_or_else(|| {
+        Error::Corrupt {
+            path: format!("etcd key {key}"),
+            reason: format!("not a decimal value: {:?}", String::from_utf8_lossy(bytes)),
+        }
+    })
+}
+
+/// Runs one etcd request under a timeout, mapping its errors into [`Error::Unavailable`].
+async fn call<T>(
+    what: &str,
+    timeout: Duration,
+    request: impl Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, Error> {
+    let unavailable = |reason: String| Error::Unavailable { backend: BACKEND, reason };
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(unavailable(format!("{what} failed: {e}"))),
+        Err(_) => Err(unavailable(format!("{what} got no answer within {timeout:?}"))),
+    }
+}
