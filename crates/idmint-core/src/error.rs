@@ -108,6 +108,21 @@ pub enum Error {
         /// Why the value is not valid.
         reason: &'static str,
     },
+    /// A value is outside the domain a public-ID permutation maps (0 where the layout excludes
+    /// it, or more bits than are left under the key-version bits).
+    #[error("{value} is outside the {bits}-bit domain of these public ids")]
+    OutsideDomain {
+        /// The value, in decimal.
+        value: String,
+        /// How many bits the permutation maps.
+        bits: u32,
+    },
+    /// A public ID names a key version its key set does not have.
+    #[error("key version {version} is not in this public-id key set")]
+    UnknownKeyVersion {
+        /// The version the ID carries.
+        version: u8,
+    },
     /// A custom layout is not valid, or a layout cannot be used as asked.
     #[error("invalid layout: {0}")]
     InvalidLayout(String),

@@ -78,6 +78,7 @@ mod layout;
 mod named;
 mod next;
 mod pack;
+mod public_id;
 mod sequence;
 mod sequence_layout;
 mod snowflake;
@@ -109,6 +110,7 @@ pub use crate::{
     kind::{Capacity, IssuedBy, Order},
     lable::{Lable, LableMode, LableParts},
     layout::Layout,
+    public_id::{MAX_VERSION_BITS, PublicIdKey, PublicIdKeys, PublicIdMethod, PublicIds},
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
     sonyflake_v2::SonyflakeV2,

@@ -9,6 +9,7 @@
 //! | `no_panic` | parsing and decoding arbitrary input never panics (proptest) |
 //! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
+//! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
 //! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core |
 //!
@@ -26,6 +27,8 @@ mod kinds;
 mod layouts;
 #[path = "lib/no_panic.rs"]
 mod no_panic;
+#[path = "lib/public_ids.rs"]
+mod public_ids;
 #[path = "lib/tidy.rs"]
 mod tidy;
 #[path = "lib/upstream.rs"]
