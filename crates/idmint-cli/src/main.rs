@@ -21,6 +21,7 @@ mod layout_arg;
 mod layouts;
 mod lease;
 mod logging;
+mod public_ids;
 mod serve;
 
 use std::{
@@ -65,6 +66,12 @@ enum Command {
     Decode(decode::Args),
     /// Run a randomness battery over IDs read from stdin; exit 1 when they do not look random.
     Analyze(analyze::Args),
+    /// Print a new key file for public IDs (or one with a new key version: --rotate).
+    Keygen(public_ids::KeygenArgs),
+    /// Map IDs to their public form (a keyed permutation of the layout's domain).
+    Obfuscate(public_ids::MapArgs),
+    /// Map public IDs back to the IDs behind them (needs the key file).
+    Reveal(public_ids::MapArgs),
     /// Draw a layout's bits and say how long and how fast it lasts.
     Explain(explain::Args),
     /// List the built-in layouts.
@@ -116,6 +123,9 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Encode(args) => encode::run(&args, &mut out)?,
         Command::Decode(args) => decode::run(&args, &mut out)?,
         Command::Analyze(args) => analyze::run(&args, io::stdin().lock(), &mut out)?,
+        Command::Keygen(args) => public_ids::keygen(&args, &mut out)?,
+        Command::Obfuscate(args) => public_ids::map(&args, true, io::stdin().lock(), &mut out)?,
+        Command::Reveal(args) => public_ids::map(&args, false, io::stdin().lock(), &mut out)?,
         Command::Explain(args) => explain::run(&args, &mut out)?,
         Command::Layouts(args) => layouts::run(&args, &mut out)?,
         Command::Serve(args) => serve::run(&args)?,

@@ -455,6 +455,8 @@ fn help_examples_fit_and_run() {
         "encode",
         "decode",
         "analyze",
+        "keygen",
+        "obfuscate",
         "explain",
         "layouts",
         "serve",
@@ -477,7 +479,7 @@ fn help_examples_fit_and_run() {
             // (which need them running; tests/backends.rs runs set-shard on real ones), or that
             // check a data directory (tests/serve.rs runs doctor on real ones), are shown, not
             // run.
-            if ["|", ">", ".toml"].iter().any(|s| example.contains(s))
+            if ["|", ">", ".toml", ".json"].iter().any(|s| example.contains(s))
                 || example.starts_with("idmint serve")
                 || example.starts_with("idmint bench")
                 || example.starts_with("idmint icicle")
