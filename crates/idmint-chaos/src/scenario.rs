@@ -15,6 +15,8 @@ use std::{
 
 use idmint_coord::testing::EtcdCluster;
 
+mod redis;
+
 use crate::{
     check::{self, Report},
     client::{self, Shared},
@@ -35,6 +37,8 @@ pub(crate) enum Control {
     /// `--unsafe-no-clock-guard`: logical time follows the wall clock back, and the
     /// generator restarts at a clock behind its last ID instead of continuing above it.
     ClockGuard,
+    /// `--unsafe-no-redis-guard`: the icicle client's failover guard accepts everything.
+    RedisGuard,
 }
 
 impl Control {
@@ -44,6 +48,7 @@ impl Control {
             Control::Fence => "--unsafe-no-fence",
             Control::DurableMark => "--unsafe-no-durable-mark",
             Control::ClockGuard => "--unsafe-no-clock-guard",
+            Control::RedisGuard => "--unsafe-no-redis-guard",
         }
     }
 
@@ -53,6 +58,7 @@ impl Control {
             Control::Fence => "no-fence",
             Control::DurableMark => "no-durable-mark",
             Control::ClockGuard => "no-clock-guard",
+            Control::RedisGuard => "no-redis-guard",
         }
     }
 }
@@ -100,6 +106,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
+    Scenario {
+        name: "redis-sentinel",
+        anchor: "T19",
+        control: Some(Control::RedisGuard),
+        run: redis::sentinel_failover,
+    },
 ];
 
 /// The long soak (T23), run by `--soak MINUTES`, not by `--quick`.
@@ -197,6 +209,7 @@ pub(crate) fn run(
         soak: Duration::from_secs_f64(setup.soak_minutes * 60.0),
         rss_by_minute: BTreeMap::new(),
         started,
+        services: Vec::new(),
     };
     crate::say!("== {label}");
     let body = (scenario.run)(&mut run);
@@ -244,6 +257,8 @@ pub(crate) struct Run {
     /// RSS samples of the soak: (minute, max KiB in it).
     rss_by_minute: BTreeMap<u64, u64>,
     started: Instant,
+    /// Other services a scenario started (Redis), dropped (killed) after the servers stop.
+    services: Vec<Box<dyn std::any::Any>>,
 }
 
 /// HTTP batch size: large, so that millions of IDs cost few requests.
