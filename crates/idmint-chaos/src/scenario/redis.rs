@@ -16,13 +16,16 @@ const MASTER: &str = "idmint-t19";
 const REPLICA_CLOCK_MS: i64 = -5_000;
 /// Sentinel's `down-after-milliseconds` (the failover timeout is four times it).
 const DOWN_AFTER_MS: u64 = 1_000;
+/// How long the servers are stopped before the kill (see `sentinel_failover`).
+const QUIET_MS: u64 = 500;
 /// The logical shard of the primary (and so of the replica, which copies it).
 const SHARD: &str = "1";
 
 /// T19: a Redis primary and a replica (its wall clock 5 s behind), three sentinels, and two
 /// `idmint serve` with the `redis` source finding the primary through Sentinel, under HTTP,
-/// gRPC and idmint-client load. Right after load, the primary is killed (SIGKILL); Sentinel
-/// promotes the replica, whose clock is behind the IDs already issued. The guard (a new
+/// gRPC and idmint-client load. After load and a quiet 500 ms (both servers stopped), the
+/// primary is killed (SIGKILL); Sentinel promotes the replica, whose clock is behind the IDs
+/// already issued. The guard (a new
 /// `master_replid`) must refuse IDs until the new primary's clock passes the last
 /// millisecond seen; without it (`no-redis-guard`) the new primary repeats IDs. Then the
 /// killed node comes back (empty; Sentinel makes it a replica) and the current primary is
@@ -79,14 +82,28 @@ pub(super) fn sentinel_failover(run: &mut Run) -> Result<(), ChaosError> {
     let load = run.secs(3.0).max(Duration::from_secs(2));
     run.hold(load);
 
-    // 1. SIGKILL of the primary right after load: its last reservations may not have
-    //    reached the replica; the replica's clock is 5 s behind.
+    // 1. A quiet moment, then SIGKILL of the primary. Under full load almost every call
+    //    rolls the sequence over and sets icicle's 1 ms lock key, which Redis 7 replicates
+    //    with an absolute expiry: a replica promoted right then stays locked until its own
+    //    clock passes the old primary's last rollover, which hides the hazard by accident
+    //    (without the quiet moment, control runs saw 0 to 540,738 duplicates). Stopping the
+    //    servers for 500 ms lets the primary expire that key and replicate the deletion, so
+    //    that only the guard stands between the promoted replica (5 s behind) and old IDs.
+    for i in 0..run.nodes.len() {
+        run.nodes[i].pause()?;
+    }
+    run.fired("sigstop", format!("s0, s1 SIGSTOP for {QUIET_MS} ms (quiet before the kill)"));
+    run.hold(Duration::from_millis(QUIET_MS));
     let old = primary.port();
     primary.kill()?;
     run.fired(
         "kill9",
         format!("redis primary :{old} SIGKILL (replica clock {REPLICA_CLOCK_MS:+} ms)"),
     );
+    for i in 0..run.nodes.len() {
+        run.nodes[i].resume()?;
+    }
+    run.fired("sigcont", "s0, s1 SIGCONT".into());
     let started = std::time::Instant::now();
     let promoted = run.runtime.block_on(sentinels.wait_failover(old, Duration::from_secs(20)))?;
     run.fired(
