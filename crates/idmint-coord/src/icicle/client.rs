@@ -133,6 +133,16 @@ impl Default for IcicleOptions {
 ///
 /// A node whose clock is far behind stays locked until its clock catches up.
 ///
+/// # Redis Sentinel
+///
+/// [`with_sentinel`](Self::with_sentinel) makes a client of one logical node: the primary
+/// that the sentinels name for a master, asked for again at every reconnection (after a
+/// connection error, a timeout or a `READONLY` reply from a demoted primary). A promotion
+/// changes the replication ID, so the guard above applies to the promoted replica. The client
+/// does not send `WAIT`: the guard refuses every millisecond up to the last one seen, so the
+/// sequence increments a failover loses do not matter to this client, and `WAIT` would not
+/// help with a replica whose clock is behind (chaos scenario `redis-sentinel`, T19).
+///
 /// # Example
 ///
 /// ```no_run
