@@ -54,8 +54,9 @@ decimal-id) takes a new DecimalId launch ID and generator ID at every start from
 counters (--counters). `redis` serves icicle IDs made by the Redis nodes of --redis, each
 with a logical shard ID set by `idmint icicle set-shard`, or by the one primary Redis Sentinel
 names (--redis-sentinel-master with --redis-sentinels), followed through failovers; it is
-best-effort (a Redis failover can repeat IDs; a guard narrows that). --source alone also picks its layout (sequence, decimal-id,
-icicle). --postgres refuses a database with fsync or synchronous_commit off.
+best-effort (a Redis failover can repeat IDs; a guard narrows that). --source alone also
+picks its layout (sequence, decimal-id, icicle). --postgres refuses a database with fsync or
+synchronous_commit off.
 
 Examples:
   idmint serve
