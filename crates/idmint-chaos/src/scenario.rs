@@ -16,6 +16,7 @@ use std::{
 use idmint_coord::testing::EtcdCluster;
 
 mod etcd_restore;
+mod redis;
 
 use crate::{
     check::{self, Report},
@@ -41,6 +42,8 @@ pub(crate) enum Control {
     /// `--unsafe-no-restore-guard`: the etcd coordinator trusts marks on any cluster, also
     /// one restored from an old snapshot.
     RestoreGuard,
+    /// `--unsafe-no-redis-guard`: the icicle client's failover guard accepts everything.
+    RedisGuard,
 }
 
 impl Control {
@@ -51,6 +54,7 @@ impl Control {
             Control::DurableMark => "--unsafe-no-durable-mark",
             Control::ClockGuard => "--unsafe-no-clock-guard",
             Control::RestoreGuard => "--unsafe-no-restore-guard",
+            Control::RedisGuard => "--unsafe-no-redis-guard",
         }
     }
 
@@ -61,6 +65,7 @@ impl Control {
             Control::DurableMark => "no-durable-mark",
             Control::ClockGuard => "no-clock-guard",
             Control::RestoreGuard => "no-restore-guard",
+            Control::RedisGuard => "no-redis-guard",
         }
     }
 }
@@ -108,6 +113,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
+    Scenario {
+        name: "redis-sentinel",
+        anchor: "T19",
+        control: Some(Control::RedisGuard),
+        run: redis::sentinel_failover,
+    },
     Scenario {
         name: "etcd-restore",
         anchor: "T21",
@@ -214,6 +225,7 @@ pub(crate) fn run(
         soak: Duration::from_secs_f64(setup.soak_minutes * 60.0),
         rss_by_minute: BTreeMap::new(),
         started,
+        services: Vec::new(),
     };
     crate::say!("== {label}");
     let body = (scenario.run)(&mut run);
@@ -263,6 +275,8 @@ pub(crate) struct Run {
     /// RSS samples of the soak: (minute, max KiB in it).
     rss_by_minute: BTreeMap<u64, u64>,
     started: Instant,
+    /// Other services a scenario started (Redis), dropped (killed) after the servers stop.
+    services: Vec<Box<dyn std::any::Any>>,
 }
 
 /// HTTP batch size: large, so that millions of IDs cost few requests.

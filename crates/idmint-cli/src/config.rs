@@ -66,6 +66,8 @@ pub(crate) struct FileConfig {
     pub(crate) postgres: Option<String>,
     /// Redis nodes (source `redis`).
     pub(crate) redis: Option<Vec<String>>,
+    /// The Redis primary of source `redis`, found through Sentinel (instead of `redis`).
+    pub(crate) redis_sentinel: Option<SentinelConfig>,
     /// Where DecimalId counters live.
     pub(crate) counters: Option<CountersArg>,
     /// etcd endpoints (fleet mode).
@@ -80,6 +82,16 @@ pub(crate) struct FileConfig {
     /// and `idmint serve`).
     #[serde(skip)]
     pub(crate) server_sets_shutdown_delay: bool,
+}
+
+/// `redis_sentinel = { master = "mymaster", sentinels = ["redis://host:26379", ...] }`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SentinelConfig {
+    /// The master's name in the sentinels' configuration (`sentinel monitor <name> ...`).
+    pub(crate) master: String,
+    /// The sentinels, `redis://host:port`.
+    pub(crate) sentinels: Vec<String>,
 }
 
 impl FileConfig {

@@ -1,7 +1,8 @@
 //! The hidden `--unsafe-no-…` flags of `idmint serve`: negative controls that switch one
 //! protection off, so that the tests and the chaos harness can show they would catch what it
 //! lets through. Each exists only in a build with its test-only cargo feature
-//! (`test-no-fence`, `test-no-durable-mark`, `test-no-clock-guard`, `test-no-restore-guard`),
+//! (`test-no-fence`, `test-no-durable-mark`, `test-no-clock-guard`, `test-no-restore-guard`,
+//! `test-no-redis-guard`),
 //! which no build that serves enables; this file is the one place they are read.
 
 use anyhow::ensure;
@@ -29,6 +30,11 @@ pub(crate) struct ControlArgs {
     #[cfg(feature = "test-no-restore-guard")]
     #[arg(long, hide = true)]
     unsafe_no_restore_guard: bool,
+    /// TESTS ONLY (feature `test-no-redis-guard`): the icicle client's failover guard accepts
+    /// every batch, the chaos harness's negative control. Never use it to serve.
+    #[cfg(feature = "test-no-redis-guard")]
+    #[arg(long, hide = true)]
+    unsafe_no_redis_guard: bool,
 }
 
 /// Which protections are off (all on in every build without the test features).
@@ -40,6 +46,8 @@ pub(crate) struct Controls {
     pub(crate) no_durable_mark: bool,
     /// The etcd restore guard.
     pub(crate) no_restore_guard: bool,
+    /// The icicle client's failover guard.
+    pub(crate) no_redis_guard: bool,
 }
 
 impl ControlArgs {
@@ -50,7 +58,8 @@ impl ControlArgs {
             not(any(
                 feature = "test-no-fence",
                 feature = "test-no-durable-mark",
-                feature = "test-no-restore-guard"
+                feature = "test-no-restore-guard",
+                feature = "test-no-redis-guard"
             )),
             allow(unused_mut)
         )]
@@ -66,6 +75,10 @@ impl ControlArgs {
         #[cfg(feature = "test-no-restore-guard")]
         {
             controls.no_restore_guard = self.unsafe_no_restore_guard;
+        }
+        #[cfg(feature = "test-no-redis-guard")]
+        {
+            controls.no_redis_guard = self.unsafe_no_redis_guard;
         }
         ensure!(!controls.no_fence || etcd, "--unsafe-no-fence needs --etcd");
         ensure!(!controls.no_restore_guard || etcd, "--unsafe-no-restore-guard needs --etcd");

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::no_etcd_feature;
 use crate::config::{
     ConnectionArgs, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LISTEN, EtcdArgs, EtcdSettings,
-    FileConfig,
+    FileConfig, SentinelConfig,
 };
 use crate::controls::{ControlArgs, Controls};
 
@@ -31,7 +31,8 @@ use crate::controls::{ControlArgs, Controls};
 #[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
 `log`, the etcd settings (`etcd = [\"http://...\"]`, `etcd_prefix`, `lease_ttl`, `etcd_scheme`,
 `etcd_lable_prefix`), the stores of the other sources (`postgres = \"postgresql://...\"`,
-`redis = [\"redis://...\"]`, `counters`), and a [server] table with the server's limits and
+`redis = [\"redis://...\"]` or `redis_sentinel = { master = \"mymaster\", sentinels =
+[\"redis://...:26379\"] }`, `counters`), and a [server] table with the server's limits and
 its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
 `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs, and a browser on
 http://127.0.0.1:8080/ shows the status page. With --grpc-listen,
@@ -52,9 +53,11 @@ hands out plain increasing integers from ranges of a segment store: Postgres wit
 <data-dir>/store.d (servers of one machine). `counters` (the default of --layout
 decimal-id) takes a new DecimalId launch ID and generator ID at every start from persistent
 counters (--counters). `redis` serves icicle IDs made by the Redis nodes of --redis, each
-with a logical shard ID set by `idmint icicle set-shard`; it is best-effort (a Redis
-failover can repeat IDs). --source alone also picks its layout (sequence, decimal-id,
-icicle). --postgres refuses a database with fsync or synchronous_commit off.
+with a logical shard ID set by `idmint icicle set-shard`, or by the one primary Redis Sentinel
+names (--redis-sentinel-master with --redis-sentinels), followed through failovers; it is
+best-effort (a Redis failover can repeat IDs; a guard narrows that). --source alone also
+picks its layout (sequence, decimal-id, icicle). --postgres refuses a database with fsync or
+synchronous_commit off.
 
 Examples:
   idmint serve
@@ -68,6 +71,8 @@ Examples:
   idmint serve --layout decimal-id --counters file
   idmint serve --source redis \\
       --redis redis://10.0.0.1:6379,redis://10.0.0.2:6379
+  idmint serve --source redis --redis-sentinel-master mymaster \\
+      --redis-sentinels redis://10.0.0.1:26379,redis://10.0.0.2:26379,redis://10.0.0.3:26379
   idmint serve --etcd http://10.0.0.1:2379,http://10.0.0.2:2379 --lease-ttl 10
   idmint serve --etcd http://127.0.0.1:2379 --generator-pool 4 --wait-for-claim
   idmint serve --etcd http://127.0.0.1:2379 --layout lable \\
@@ -123,6 +128,21 @@ pub(crate) struct Args {
         hide_env_values = true
     )]
     redis: Vec<String>,
+    /// The Sentinel master name of the Redis primary for namespaces of source redis, instead
+    /// of --redis: the primary is asked of --redis-sentinels at every (re)connection, so a
+    /// failover is followed [default: none].
+    #[arg(long, env = "IDMINT_REDIS_SENTINEL_MASTER", value_name = "NAME")]
+    redis_sentinel_master: Option<String>,
+    /// The Redis Sentinels to ask for --redis-sentinel-master's primary, comma-separated
+    /// (redis://host:port) [default: none].
+    #[arg(
+        long,
+        env = "IDMINT_REDIS_SENTINELS",
+        value_name = "URLS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    redis_sentinels: Vec<String>,
     /// Where DecimalId counters live: file (in --data-dir), postgres or etcd [default:
     /// postgres with --postgres, else etcd with --etcd, else file].
     #[arg(long, env = "IDMINT_COUNTERS", value_name = "STORE")]
@@ -228,6 +248,8 @@ struct StoreSettings {
     adopt: Option<Adopt>,
     postgres: Option<String>,
     redis: Vec<String>,
+    /// The Sentinel master and its sentinels, instead of `redis`.
+    redis_sentinel: Option<SentinelConfig>,
     counters: CountersArg,
 }
 
@@ -246,6 +268,12 @@ impl StoreSettings {
         };
         let redis: Vec<String> =
             redis.iter().map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()).collect();
+        let redis_sentinel = redis_sentinel(args, file)?;
+        anyhow::ensure!(
+            redis.is_empty() || redis_sentinel.is_none(),
+            "give the Redis nodes either with --redis (`redis`) or through Sentinel with \
+             --redis-sentinel-master (`redis_sentinel`), not both"
+        );
         let counters = match args.counters.or(file.counters) {
             Some(counters) => counters,
             None if postgres.is_some() => CountersArg::Postgres,
@@ -261,8 +289,39 @@ impl StoreSettings {
             now_ms: SystemClock.now_ms(),
             margin_ms: args.adopt_margin_ms.unwrap_or(DEFAULT_ADOPT_MARGIN_MS),
         });
-        Ok(StoreSettings { data_dir, adopt, postgres, redis, counters })
+        Ok(StoreSettings { data_dir, adopt, postgres, redis, redis_sentinel, counters })
     }
+}
+
+/// The Sentinel settings: the flags if either is given (then both must be), else the file's
+/// `redis_sentinel`, checked alike.
+fn redis_sentinel(args: &Args, file: &FileConfig) -> anyhow::Result<Option<SentinelConfig>> {
+    let flags = args.redis_sentinel_master.is_some() || !args.redis_sentinels.is_empty();
+    let config = if flags {
+        SentinelConfig {
+            master: args.redis_sentinel_master.clone().unwrap_or_default(),
+            sentinels: args.redis_sentinels.clone(),
+        }
+    } else {
+        match &file.redis_sentinel {
+            Some(config) => config.clone(),
+            None => return Ok(None),
+        }
+    };
+    let master = config.master.trim().to_owned();
+    let sentinels: Vec<String> =
+        config.sentinels.iter().map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()).collect();
+    anyhow::ensure!(
+        !master.is_empty() && !master.contains(char::is_whitespace),
+        "Redis Sentinel needs the master's name (one word): --redis-sentinel-master NAME or \
+         `redis_sentinel.master`"
+    );
+    anyhow::ensure!(
+        !sentinels.is_empty(),
+        "Redis Sentinel master `{master}` needs its sentinels: --redis-sentinels URL,URL or \
+         `redis_sentinel.sentinels`"
+    );
+    Ok(Some(SentinelConfig { master, sentinels }))
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -351,6 +410,7 @@ async fn backends(
     config: &ServerConfig,
     stores: &StoreSettings,
     store: &Store,
+    controls: Controls,
 ) -> anyhow::Result<Backends> {
     // Sources of namespaces whose configuration is invalid are left to the server to report.
     let sources: HashSet<Source> =
@@ -392,10 +452,11 @@ async fn backends(
     }
     if sources.contains(&Source::Redis) {
         anyhow::ensure!(
-            !stores.redis.is_empty(),
-            "a namespace has source `redis`: give its Redis nodes with --redis URL,URL"
+            !stores.redis.is_empty() || stores.redis_sentinel.is_some(),
+            "a namespace has source `redis`: give its Redis nodes with --redis URL,URL, or its \
+             primary with --redis-sentinel-master NAME --redis-sentinels URL,URL"
         );
-        set_redis(&mut backends, &stores.redis)?;
+        set_redis(&mut backends, stores, controls)?;
     }
     Ok(backends)
 }
@@ -441,15 +502,40 @@ async fn postgres_store(_url: &str) -> anyhow::Result<Postgres> {
 }
 
 #[cfg(feature = "redis")]
-fn set_redis(backends: &mut Backends, nodes: &[String]) -> anyhow::Result<()> {
+fn set_redis(
+    backends: &mut Backends,
+    stores: &StoreSettings,
+    controls: Controls,
+) -> anyhow::Result<()> {
     use idmint_coord::{IcicleClient, IcicleOptions};
 
-    backends.redis = Some(IcicleClient::new(nodes, IcicleOptions::default())?);
+    let client = match &stores.redis_sentinel {
+        Some(sentinel) => {
+            tracing::info!(master = %sentinel.master, sentinels = sentinel.sentinels.len(), "icicle ids from the Redis primary Sentinel names");
+            IcicleClient::with_sentinel(
+                &sentinel.master,
+                &sentinel.sentinels,
+                IcicleOptions::default(),
+            )?
+        }
+        None => IcicleClient::new(&stores.redis, IcicleOptions::default())?,
+    };
+    #[cfg(feature = "test-no-redis-guard")]
+    let client = if controls.no_redis_guard {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-redis-guard: the icicle failover guard accepts everything; a negative control for tests only"
+        );
+        client.without_guard()
+    } else {
+        client
+    };
+    let _ = controls;
+    backends.redis = Some(client);
     Ok(())
 }
 
 #[cfg(not(feature = "redis"))]
-fn set_redis(_backends: &mut Backends, _nodes: &[String]) -> anyhow::Result<()> {
+fn set_redis(_: &mut Backends, _: &StoreSettings, _: Controls) -> anyhow::Result<()> {
     Err(crate::icicle::no_redis_feature())
 }
 
@@ -543,7 +629,7 @@ async fn serve(
     controls: Controls,
 ) -> anyhow::Result<()> {
     let coordinator = coordinator(&store, stores.adopt, controls).await?;
-    let backends = backends(coordinator, &config, &stores, &store).await?;
+    let backends = backends(coordinator, &config, &stores, &store, controls).await?;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;
     let local = listener.local_addr().context("cannot read the listening address")?;
@@ -623,5 +709,39 @@ mod tests {
         let settings = StoreSettings::resolve(&args, &file, "d".into(), false).unwrap();
         assert_eq!(settings.counters, CountersArg::Postgres);
         assert_eq!(settings.redis, ["redis://a"]);
+    }
+
+    #[test]
+    fn redis_sentinel_needs_a_master_and_sentinels_and_excludes_redis() {
+        let resolve = |flags: &[&str], file: &str| {
+            let args = Args::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+                .expect("flags parse");
+            let file: FileConfig = toml::from_str(file).expect("file parses");
+            StoreSettings::resolve(&args, &file, "d".into(), false)
+                .map(|s| s.redis_sentinel.map(|c| (c.master, c.sentinels)))
+                .map_err(|e| e.to_string())
+        };
+        let flags = ["--redis-sentinel-master", " m ", "--redis-sentinels", "redis://a, redis://b"];
+        assert_eq!(
+            resolve(&flags, ""),
+            Ok(Some(("m".into(), vec!["redis://a".into(), "redis://b".into()])))
+        );
+        let file = "redis_sentinel = { master = \"f\", sentinels = [\"redis://c\"] }";
+        assert_eq!(resolve(&[], file), Ok(Some(("f".into(), vec!["redis://c".into()]))));
+        // Flags beat the file as a whole.
+        assert_eq!(resolve(&flags, file).map(|c| c.map(|c| c.0)), Ok(Some("m".into())));
+        assert_eq!(resolve(&[], ""), Ok(None));
+        let no_sentinels = resolve(&["--redis-sentinel-master", "m"], "").unwrap_err();
+        assert!(no_sentinels.contains("needs its sentinels"), "{no_sentinels}");
+        let no_master = resolve(&["--redis-sentinels", "redis://a"], "").unwrap_err();
+        assert!(no_master.contains("master's name"), "{no_master}");
+        let two_words =
+            resolve(&[], "redis_sentinel = { master = \"a b\", sentinels = [\"redis://c\"] }");
+        assert!(two_words.is_err(), "{two_words:?}");
+        let both = resolve(&flags, "redis = [\"redis://x\"]").unwrap_err();
+        assert!(both.contains("not both"), "{both}");
+        let unknown: Result<FileConfig, _> =
+            toml::from_str("redis_sentinel = { name = \"m\", sentinels = [] }");
+        assert!(unknown.is_err(), "unknown keys are refused");
     }
 }

@@ -1,6 +1,6 @@
 //! icicle-compatible IDs from Redis nodes (feature `redis`): intenthq's icicle v2 Lua script,
-//! byte for byte, run with `EVALSHA` on a round-robin of nodes, plus a failover guard that
-//! icicle lacks. It does not claim generator IDs and does not implement [`Coordinator`]: each
+//! byte for byte, run with `EVALSHA` on a round-robin of nodes (or on the primary Redis
+//! Sentinel names), plus a failover guard that icicle lacks. It does not claim generator IDs and does not implement [`Coordinator`]: each
 //! Redis node is its own generator, identified by the logical shard ID an operator stored in
 //! it.
 //!

@@ -30,6 +30,8 @@ mod postgres;
 mod process;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+mod sentinel;
 
 use std::{
     io,
@@ -42,6 +44,8 @@ pub use self::etcd::EtcdCluster;
 pub use self::postgres::Postgres;
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisClock, RedisServer};
+#[cfg(feature = "redis")]
+pub use self::sentinel::RedisSentinel;
 
 /// Why a service harness could not do what it was asked.
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,8 @@
 //! loading the script on `NOSCRIPT` only, a million IDs round-robin over two nodes, a node
 //! killed mid-run, missing and invalid shards, `set_shard`, and the failover guard (reliability
 //! T19): a restart with the clock standing still and a promoted replica whose clock is behind,
-//! each with a negative control showing what the raw script does. Without `redis-server` on
+//! each with a negative control showing what the raw script does, and a failover under Redis
+//! Sentinel followed by a client that finds the primary through the sentinels. Without `redis-server` on
 //! PATH the tests skip, unless `CI=true`.
 
 #![cfg(all(feature = "redis", feature = "test-util"))]
@@ -15,7 +16,7 @@ use std::{
 
 use idmint_coord::{
     Error, IcicleClient, IcicleOptions,
-    testing::{self, RedisClock, RedisServer},
+    testing::{self, RedisClock, RedisSentinel, RedisServer},
 };
 use idmint_core::{Icicle, IcicleParts};
 use redis::{RedisResult, Value, aio::MultiplexedConnection};
@@ -574,6 +575,56 @@ async fn the_guard_holds_across_a_failover_to_a_replica_whose_clock_is_behind() 
             Err(other) => panic!("unexpected {other}"),
         }
         assert!(started.elapsed() < Duration::from_secs(10), "the fence never lifted");
+    }
+    assert!(after.iter().all(|id| *id > highest), "only ids above the highest seen");
+    insert_unique(&mut seen, &after);
+    assert!(fenced > 0, "the promoted replica's first ids were refused");
+}
+
+/// T19 under Redis Sentinel: a client that finds the primary through three sentinels
+/// follows their failover to a replica whose clock is five seconds behind; the guard refuses
+/// the promoted replica's first IDs (its `master_replid` is new) and never repeats one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_client_follows_a_failover_and_the_guard_holds() {
+    let Some(mut primary) = start().await else { return };
+    IcicleClient::set_shard(&primary.url(), 9, &[]).await.expect("shard");
+    // Behind by more than a failover takes (about 2 s), so its first IDs are old ones.
+    let behind = RedisClock::Offset { ms: -5000 };
+    let Some(replica) =
+        testing::available(RedisServer::start_replica_with_clock(&primary, behind).await)
+    else {
+        return;
+    };
+    let sentinels =
+        RedisSentinel::start(&primary, "t19", 3, 1, 500).await.expect("sentinels start");
+    let icicle = IcicleClient::with_sentinel("t19", &sentinels.urls(), IcicleOptions::default())
+        .expect("sentinel client");
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        let ids = icicle.generate_batch(100).await.expect("batch from the primary");
+        insert_unique(&mut seen, &ids);
+    }
+    let highest = *seen.iter().max().expect("ids");
+
+    let old = primary.port();
+    primary.kill().expect("kill the primary");
+    let promoted =
+        sentinels.wait_failover(old, Duration::from_secs(20)).await.expect("sentinel failover");
+    assert_eq!(promoted, replica.port());
+    let started = Instant::now();
+    let mut fenced = 0;
+    let mut after = Vec::new();
+    while after.len() < 2_000 {
+        match icicle.generate_batch(100).await {
+            Ok(ids) => after.extend(ids),
+            Err(Error::AttemptsExhausted { failures }) => {
+                fenced +=
+                    failures.iter().filter(|f| matches!(f, Error::FailoverFenced { .. })).count();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("unexpected {other}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never served after the failover");
     }
     assert!(after.iter().all(|id| *id > highest), "only ids above the highest seen");
     insert_unique(&mut seen, &after);

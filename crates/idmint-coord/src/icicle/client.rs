@@ -133,6 +133,16 @@ impl Default for IcicleOptions {
 ///
 /// A node whose clock is far behind stays locked until its clock catches up.
 ///
+/// # Redis Sentinel
+///
+/// [`with_sentinel`](Self::with_sentinel) makes a client of one logical node: the primary
+/// that the sentinels name for a master, asked for again at every reconnection (after a
+/// connection error, a timeout or a `READONLY` reply from a demoted primary). A promotion
+/// changes the replication ID, so the guard above applies to the promoted replica. The client
+/// does not send `WAIT`: the guard refuses every millisecond up to the last one seen, so the
+/// sequence increments a failover loses do not matter to this client, and `WAIT` would not
+/// help with a replica whose clock is behind (chaos scenario `redis-sentinel`, T19).
+///
 /// # Example
 ///
 /// ```no_run
@@ -159,14 +169,31 @@ struct Inner {
     next: AtomicUsize,
     options: IcicleOptions,
     guard: Mutex<Guard>,
+    /// Set only by the `test-no-redis-guard` negative control: the guard accepts everything.
+    #[cfg(feature = "test-no-redis-guard")]
+    unguarded: std::sync::atomic::AtomicBool,
 }
 
 /// One Redis node and its connection, opened on first use.
 struct Node {
-    /// The URL without its password, for messages.
+    /// The URL without its password (or the Sentinel master's name), for messages.
     name: String,
-    client: redis::Client,
+    target: Target,
     connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+}
+
+/// Where a node's connection goes.
+enum Target {
+    /// One fixed address.
+    Fixed(redis::Client),
+    /// The current primary of a master monitored by Redis Sentinel, asked for on every new
+    /// connection (SENTINEL MASTERS on each sentinel in turn; the primary's ROLE is checked).
+    Sentinel {
+        /// The master's name in the sentinels' configuration.
+        master: String,
+        /// The sentinels' client; it keeps a connection to each sentinel.
+        sentinel: tokio::sync::Mutex<redis::sentinel::Sentinel>,
+    },
 }
 
 impl fmt::Debug for Node {
@@ -240,13 +267,102 @@ impl IcicleClient {
             return Err(Error::InvalidRequest("an icicle client needs max_attempts ≥ 1".into()));
         }
         let nodes = servers.iter().map(|url| Node::new(url)).collect::<Result<_, Error>>()?;
+        Ok(Self::with_nodes(nodes, options))
+    }
+
+    /// A client of the one primary that Redis Sentinel reports for `master`, asking
+    /// `sentinels` (`redis://host:port` URLs of Sentinel processes) again whenever it
+    /// reconnects: after a failover it follows the promoted replica. Nothing is connected
+    /// yet. The failover guard applies as with fixed nodes: a promotion changes the
+    /// replication ID, so the guard refuses the new primary's IDs until its clock passes the
+    /// last millisecond this client saw.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] for an empty master name, no sentinels, an invalid URL or
+    /// `max_attempts == 0`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_coord::{IcicleClient, IcicleOptions};
+    ///
+    /// let sentinels = ["redis://10.0.0.1:26379".to_owned(), "redis://10.0.0.2:26379".to_owned()];
+    /// let client = IcicleClient::with_sentinel("mymaster", &sentinels, IcicleOptions::default())?;
+    /// assert_eq!(client.nodes(), ["sentinel master mymaster"]);
+    /// assert!(IcicleClient::with_sentinel("", &sentinels, IcicleOptions::default()).is_err());
+    /// assert!(IcicleClient::with_sentinel("mymaster", &[], IcicleOptions::default()).is_err());
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// ```
+    pub fn with_sentinel(
+        master: &str,
+        sentinels: &[String],
+        options: IcicleOptions,
+    ) -> Result<IcicleClient, Error> {
+        let master = master.trim();
+        if master.is_empty() || master.chars().any(char::is_whitespace) {
+            return Err(Error::InvalidRequest(format!(
+                "a Sentinel master name is one word, not `{master}`"
+            )));
+        }
+        if sentinels.is_empty() {
+            return Err(Error::InvalidRequest(format!(
+                "Sentinel master `{master}` needs at least one sentinel URL"
+            )));
+        }
+        if options.max_attempts == 0 {
+            return Err(Error::InvalidRequest("an icicle client needs max_attempts ≥ 1".into()));
+        }
+        for url in sentinels {
+            open(url)?;
+        }
+        let sentinel = redis::sentinel::Sentinel::build(sentinels.to_vec()).map_err(|e| {
+            let shown: Vec<String> = sentinels.iter().map(|u| display_node(u)).collect();
+            Error::InvalidRequest(format!("invalid sentinels {}: {e}", shown.join(",")))
+        })?;
+        let node = Node {
+            name: format!("sentinel master {master}"),
+            target: Target::Sentinel {
+                master: master.to_owned(),
+                sentinel: tokio::sync::Mutex::new(sentinel),
+            },
+            connection: tokio::sync::Mutex::new(None),
+        };
+        Ok(Self::with_nodes(vec![node], options))
+    }
+
+    fn with_nodes(nodes: Vec<Node>, options: IcicleOptions) -> IcicleClient {
         let inner = Inner {
             nodes,
             next: AtomicUsize::new(0),
             options,
             guard: Mutex::new(Guard::default()),
+            #[cfg(feature = "test-no-redis-guard")]
+            unguarded: std::sync::atomic::AtomicBool::new(false),
         };
-        Ok(IcicleClient { inner: Arc::new(inner) })
+        IcicleClient { inner: Arc::new(inner) }
+    }
+
+    /// **Unsafe, tests only** (feature `test-no-redis-guard`): a negative control whose
+    /// failover guard accepts every batch and never fences a node, so that tests can show they
+    /// catch the duplicates a failover causes without it. Applies to every clone.
+    #[cfg(feature = "test-no-redis-guard")]
+    #[must_use]
+    pub fn without_guard(self) -> Self {
+        self.inner.unguarded.store(true, Ordering::Relaxed);
+        self
+    }
+
+    /// Whether the guard is off (the negative control only).
+    fn unguarded(&self) -> bool {
+        #[cfg(feature = "test-no-redis-guard")]
+        {
+            self.inner.unguarded.load(Ordering::Relaxed)
+        }
+        #[cfg(not(feature = "test-no-redis-guard"))]
+        {
+            false
+        }
     }
 
     /// The nodes, in round-robin order, as shown in messages (without passwords).
@@ -326,7 +442,14 @@ impl IcicleClient {
                 let reason = LOCK_ERROR.to_owned();
                 return Err(Failure::backing_off(Error::NodeLocked { node: name.clone(), reason }));
             }
-            Err(e) => return Err(Failure::backing_off(unavailable(name, e))),
+            Err(e) => {
+                if is_read_only(&e) {
+                    // A primary demoted by a failover: reconnect (through Sentinel, to the
+                    // new primary) on the next attempt.
+                    node.disconnect().await;
+                }
+                return Err(Failure::backing_off(unavailable(name, e)));
+            }
         };
         let corrupt = |reason: String| Error::Corrupt { path: name.clone(), reason };
         let reply = ScriptReply::parse(&value).map_err(|r| Failure::at_once(corrupt(r)))?;
@@ -337,6 +460,9 @@ impl IcicleClient {
         let time_ms = reply.time_ms().map_err(|r| Failure::at_once(corrupt(r)))?;
         let ids = reply.ids(shard, time_ms).map_err(|r| Failure::at_once(corrupt(r)))?;
         let lineage = lineage(name, replies.server, replies.replication)?;
+        if self.unguarded() {
+            return Ok(ids);
+        }
         let verdict = self
             .inner
             .guard
@@ -437,9 +563,28 @@ impl Node {
     fn new(url: &str) -> Result<Node, Error> {
         Ok(Node {
             name: display_node(url),
-            client: open(url)?,
+            target: Target::Fixed(open(url)?),
             connection: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// The client of the node's address: fixed, or the primary Sentinel reports now.
+    async fn client(&self, options: &IcicleOptions) -> Result<redis::Client, Error> {
+        match &self.target {
+            Target::Fixed(client) => Ok(client.clone()),
+            Target::Sentinel { master, sentinel } => {
+                let limit = options.connect_timeout + options.response_timeout;
+                let mut sentinel = sentinel.lock().await;
+                match tokio::time::timeout(limit, sentinel.async_master_for(master, None)).await {
+                    Ok(Ok(client)) => Ok(client),
+                    Ok(Err(e)) => Err(unavailable(&self.name, format!("no primary: {e}"))),
+                    Err(_) => Err(unavailable(
+                        &self.name,
+                        format!("no sentinel named a primary within {} ms", limit.as_millis()),
+                    )),
+                }
+            }
+        }
     }
 
     /// The node's connection, opened if there is none.
@@ -451,8 +596,8 @@ impl Node {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(Some(options.response_timeout));
-        let connection = self
-            .client
+        let client = self.client(options).await?;
+        let connection = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| unavailable(&self.name, e))?;
@@ -615,6 +760,11 @@ fn is_lock_error(e: &RedisError) -> bool {
         _ => return false,
     };
     text.trim() == LOCK_ERROR
+}
+
+/// Whether `e` is `READONLY`: the node is a replica now.
+fn is_read_only(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
 }
 
 /// Whether `e` broke the connection (rather than being an error reply).

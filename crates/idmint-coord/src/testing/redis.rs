@@ -169,6 +169,19 @@ impl RedisServer {
         Self::start_with(RedisClock::Real, Some(primary.port)).await
     }
 
+    /// Starts a replica of `primary` whose wall clock is `clock` (a replica whose clock is
+    /// behind issues IDs at earlier times once promoted).
+    ///
+    /// # Errors
+    ///
+    /// As [`start_with_clock`](Self::start_with_clock).
+    pub async fn start_replica_with_clock(
+        primary: &RedisServer,
+        clock: RedisClock,
+    ) -> Result<RedisServer, HarnessError> {
+        Self::start_with(clock, Some(primary.port)).await
+    }
+
     async fn start_with(
         clock: RedisClock,
         replica_of: Option<u16>,
@@ -292,6 +305,50 @@ impl RedisServer {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// Makes the running server a replica of the server on `primary_port` (`REPLICAOF`, as an
+    /// operator would after a failover) and waits until it has synchronised; later restarts
+    /// start it as that replica.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Service`] when it refuses, [`HarnessError::Timeout`] when it does not
+    /// synchronise within 20 s.
+    pub async fn make_replica_of(&mut self, primary_port: u16) -> Result<(), HarnessError> {
+        let failed = |e: ::redis::RedisError| {
+            HarnessError::Service(format!("REPLICAOF on port {}: {e}", self.port))
+        };
+        let mut connection = connect(&self.url()).await.map_err(failed)?;
+        ::redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(primary_port)
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(failed)?;
+        self.replica_of = Some(primary_port);
+        let started = Instant::now();
+        while !self.is_synced_replica().await {
+            if started.elapsed() > READY_TIMEOUT {
+                let what = format!("redis-server on port {} did not synchronise", self.port);
+                return Err(self.process.timeout(what, READY_TIMEOUT));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
+    }
+
+    /// Whether the server runs as a replica whose link to its primary is up (`INFO
+    /// replication`: `role:slave` and `master_link_status:up`), whatever it was started as:
+    /// Sentinel turns a returning old primary into a replica.
+    pub async fn is_synced_replica(&self) -> bool {
+        let Ok(mut connection) = connect(&self.url()).await else { return false };
+        let info: Result<Value, _> =
+            ::redis::cmd("INFO").arg("replication").query_async(&mut connection).await;
+        matches!(info, Ok(Value::BulkString(text)) if {
+            let text = String::from_utf8_lossy(&text);
+            text.contains("role:slave") && text.contains("master_link_status:up")
+        })
     }
 
     /// Whether the server answers, and a replica has synchronised.
