@@ -116,14 +116,9 @@ fn secret(method: PublicIdMethod) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Reads and checks a key file.
+/// Reads and checks a key file (as the server does).
 pub(crate) fn read_keys(path: &Path) -> anyhow::Result<PublicIdKeys> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read key file {}", path.display()))?;
-    let keys: PublicIdKeys = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a key file", path.display()))?;
-    keys.check().with_context(|| format!("key file {}", path.display()))?;
-    Ok(keys)
+    Ok(idmint_server::load_public_id_keys(path)?)
 }
 
 /// `idmint obfuscate` (`forward`) and `idmint reveal`.

@@ -190,6 +190,29 @@ pub struct NamespaceConfig {
     /// `max_batch`, so that a batch never spans a switch. Default: none, the layout's
     /// 922,337,202.
     pub max_counter: Option<u64>,
+    /// Hand out public IDs: every ID this namespace issues (`next`, `batch`, gRPC) goes
+    /// through a keyed permutation of the layout's domain (`idmint keygen` makes the key
+    /// file), and `decode` reveals them. Needs `token`, or anyone could reveal them. Default:
+    /// none (the IDs as issued).
+    pub public_ids: Option<PublicIdsSettings>,
+}
+
+/// A namespace's public IDs: the key file (`idmint keygen`), read when the server starts.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::PublicIdsSettings;
+///
+/// let settings: PublicIdsSettings = serde_json::from_str(r#"{"key_file": "/etc/idmint/keys.json"}"#)?;
+/// assert_eq!(settings.key_file, "/etc/idmint/keys.json");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublicIdsSettings {
+    /// The key file's path.
+    pub key_file: String,
 }
 
 /// Where a namespace's IDs come from. In configuration files, kebab-case: `generator`,
@@ -413,6 +436,7 @@ impl NamespaceConfig {
             source: None,
             segment: None,
             max_counter: None,
+            public_ids: None,
         }
     }
 
@@ -542,6 +566,12 @@ impl ServerConfig {
             }
             if matches!(&ns.token, Some(t) if t.is_empty()) {
                 return bad(format!("namespace `{}`: an empty token would let anyone in", ns.name));
+            }
+            if ns.public_ids.is_some() && ns.token.is_none() {
+                return bad(format!(
+                    "namespace `{}`: public_ids needs a token, or anyone could reveal its ids",
+                    ns.name
+                ));
             }
             if ns.borrow_ms > self.window_ms {
                 return bad(format!(

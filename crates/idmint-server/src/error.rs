@@ -88,6 +88,15 @@ pub enum Error {
         /// The configured limit, in ms.
         limit_ms: u64,
     },
+    /// The namespace's public IDs cannot hold the next ID: it needs the top bits that carry
+    /// the key version, so the layout has run out under them.
+    #[error("namespace `{namespace}` cannot make public ids any more: {reason}")]
+    PublicIdsExhausted {
+        /// The namespace.
+        namespace: String,
+        /// Why.
+        reason: String,
+    },
     /// A coordination or store failure (claims, marks; segments, counters, Redis). A store
     /// that ran out of IDs ([`idmint_coord::Error::Exhausted`]) is 503 with the code
     /// `exhausted` and no `Retry-After`: retrying will not help, an operator must act.
@@ -124,6 +133,7 @@ impl Error {
             | Error::WindowExhausted { .. }
             | Error::Busy { .. }
             | Error::ShuttingDown
+            | Error::PublicIdsExhausted { .. }
             | Error::Coord(_) => 503,
             Error::Core(core) => core_status(core),
             Error::Config(_) | Error::MarkTooFarAhead { .. } | Error::Io { .. } => 500,
@@ -146,6 +156,7 @@ impl Error {
             Error::WindowExhausted { .. } => "window_exhausted",
             Error::Busy { .. } => "busy",
             Error::ShuttingDown => "shutting_down",
+            Error::PublicIdsExhausted { .. } => "layout_exhausted",
             Error::Config(_) => "config",
             Error::MarkTooFarAhead { .. } => "mark_too_far_ahead",
             Error::Coord(idmint_coord::Error::Exhausted { .. }) => "exhausted",

@@ -470,7 +470,7 @@ impl IdMintService {
             Some(name) => parse_format(name)?,
             None => layout.default_format(),
         };
-        let parsed = layout.parse(&message.id, format)?;
+        let parsed = ns.read_id(&message.id, format)?;
         let fields = layout
             .decode(parsed)?
             .into_iter()

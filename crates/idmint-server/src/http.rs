@@ -480,7 +480,7 @@ async fn decode(
     let params = Params::parse(query.as_deref(), &["format"], server.config().max_batch)?;
     let format = params.format.unwrap_or_else(|| ns.layout.default_format());
     let layout = &ns.layout;
-    let parsed = layout.parse(&id, format)?;
+    let parsed = ns.read_id(&id, format)?;
     let fields = layout
         .decode(parsed)?
         .into_iter()

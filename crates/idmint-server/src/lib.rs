@@ -85,8 +85,11 @@ pub use crate::listener::{serve_all, serve_grpc};
 use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
     clock::{OffsetClock, WallClock},
-    config::{FieldSetting, NamespaceConfig, SegmentSettings, ServerConfig, Source},
+    config::{
+        FieldSetting, NamespaceConfig, PublicIdsSettings, SegmentSettings, ServerConfig, Source,
+    },
     error::Error,
+    namespace::load_public_id_keys,
 };
 
 /// Entry points for the fuzz targets (`fuzz/` at the repository root): the parsers of the

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use idmint_coord::Coordinator;
-use idmint_core::{AnyId, Layout};
+use idmint_core::{AnyId, Format, Layout, PublicIds};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -43,12 +43,45 @@ pub(crate) struct Namespace {
     pub(crate) source: Source,
     shared: Arc<Shared>,
     issuer: Arc<dyn Issuer>,
+    /// The keyed permutation of `public_ids`, if set.
+    public: Option<PublicIds>,
+}
+
+/// Reads and checks a public-ID key file (`idmint keygen` writes them).
+///
+/// # Errors
+///
+/// [`Error::Config`] naming the file and what is wrong with it.
+///
+/// # Example
+///
+/// ```
+/// let missing = idmint_server::load_public_id_keys(std::path::Path::new("/nonexistent.json"));
+/// assert!(missing.is_err());
+/// ```
+pub fn load_public_id_keys(path: &std::path::Path) -> Result<idmint_core::PublicIdKeys, Error> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Config(format!("cannot read key file {shown}: {e}")))?;
+    let keys: idmint_core::PublicIdKeys = serde_json::from_str(&text)
+        .map_err(|e| Error::Config(format!("{shown} is not a key file: {e}")))?;
+    keys.check().map_err(|e| Error::Config(format!("key file {shown}: {e}")))?;
+    Ok(keys)
 }
 
 impl Namespace {
     pub(crate) fn new(config: NamespaceConfig) -> Result<Self, Error> {
         let layout = config.resolve_layout()?;
         let source = config.source()?;
+        let public = match &config.public_ids {
+            Some(settings) => {
+                let keys = load_public_id_keys(std::path::Path::new(&settings.key_file))?;
+                Some(PublicIds::new(&layout, &keys).map_err(|e| {
+                    Error::Config(format!("namespace `{}`: public_ids: {e}", config.name))
+                })?)
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             name: config.name.clone(),
             layout: layout.clone(),
@@ -62,7 +95,48 @@ impl Namespace {
             source,
             issuer: issuer_for(Arc::clone(&shared)),
             shared,
+            public,
         })
+    }
+
+    /// Reads an ID given to `decode`: the public form when the namespace hands out public IDs
+    /// (revealed; it need not be a valid layout ID itself), else a layout ID.
+    pub(crate) fn read_id(&self, text: &str, format: Format) -> Result<AnyId, Error> {
+        let Some(public) = &self.public else { return Ok(self.layout.parse(text, format)?) };
+        let id = if self.layout.id_bits() == 128 {
+            format.parse_u128(text).map(AnyId::U128)?
+        } else {
+            format.parse_u64(text).map(AnyId::U64)?
+        };
+        Ok(public.reveal(id)?)
+    }
+
+    /// The IDs as handed out: their public forms when the namespace has public IDs. An ID
+    /// that needs the key-version bits ends the batch: the layout has run out under them.
+    fn publish(&self, ids: &mut [AnyId]) -> Result<(), Error> {
+        let Some(public) = &self.public else { return Ok(()) };
+        for id in ids {
+            *id = public.obfuscate(*id).map_err(|e| self.public_exhausted(e))?;
+        }
+        Ok(())
+    }
+
+    /// [`publish`](Self::publish) for the bare `u64`s of a 64-bit layout.
+    fn publish_u64(&self, ids: &mut [u64]) -> Result<(), Error> {
+        let Some(public) = &self.public else { return Ok(()) };
+        for id in ids {
+            match public.obfuscate(AnyId::U64(*id)).map_err(|e| self.public_exhausted(e))? {
+                AnyId::U64(v) => *id = v,
+                AnyId::U128(_) => {
+                    return Err(Error::Config("a 64-bit layout made a 128-bit public id".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn public_exhausted(&self, error: idmint_core::Error) -> Error {
+        Error::PublicIdsExhausted { namespace: self.name.clone(), reason: error.to_string() }
     }
 
     /// The bearer token this namespace requires, if any.
@@ -147,7 +221,9 @@ impl Namespace {
         max_wait_ms: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), Error> {
+        let start = out.len();
         self.issuer.issue_into(clocks, count, max_wait_ms, out).await?;
+        self.publish_u64(&mut out[start..])?;
         NamespaceMetrics::add(&self.shared.metrics.requests, 1);
         if count > 1 {
             NamespaceMetrics::add(&self.shared.metrics.batches, 1);
@@ -164,6 +240,7 @@ impl Namespace {
     ) -> Result<Vec<AnyId>, Error> {
         let mut ids = Vec::new();
         self.issuer.issue_into(clocks, count, max_wait_ms, &mut ids).await?;
+        self.publish(&mut ids)?;
         Ok(ids)
     }
 
