@@ -111,6 +111,17 @@ pub(crate) struct Args {
     /// fsync or synchronous_commit off. Needs a build with the `postgres` feature (default).
     #[arg(long, env = "IDMINT_POSTGRES", value_name = "URL", hide_env_values = true)]
     postgres: Option<String>,
+    /// How far every Postgres segment row is raised when a server finds the database on a new
+    /// history (a standby promoted, a restore: a new timeline or system), before it hands out
+    /// any range: more than the fleet hands out during the standby's worst replication lag
+    /// (IDs/s × seconds). 0 raises nothing: only with synchronous replication [default:
+    /// 1000000000].
+    #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_MARGIN", value_name = "IDS")]
+    postgres_promotion_margin: Option<u64>,
+    /// The same for Postgres counters (DecimalId launch IDs, one per server start) [default:
+    /// 100].
+    #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_COUNTER_MARGIN", value_name = "N")]
+    postgres_promotion_counter_margin: Option<u64>,
     /// Redis nodes for namespaces of source redis, comma-separated (redis://host:port), each
     /// with its logical shard ID set [default: none]. Needs a build with the `redis` feature
     /// (default).
@@ -210,6 +221,11 @@ pub(crate) struct Args {
     #[cfg(feature = "test-no-clock-guard")]
     #[arg(long, hide = true)]
     unsafe_no_clock_guard: bool,
+    /// TESTS ONLY (feature `test-no-promotion-bump`): the Postgres store raises nothing when it
+    /// finds a promoted standby, the chaos harness's negative control. Never use it to serve.
+    #[cfg(feature = "test-no-promotion-bump")]
+    #[arg(long, hide = true)]
+    unsafe_no_promotion_bump: bool,
 }
 
 /// Where claims and marks are kept.
@@ -239,6 +255,10 @@ struct StoreSettings {
     /// Set with --adopt-data-dir: open the data directory even if it is not trusted.
     adopt: Option<Adopt>,
     postgres: Option<String>,
+    /// The promotion margins of segments and counters (the store's defaults when `None`).
+    postgres_margins: (Option<u64>, Option<u64>),
+    /// False only in the negative control `--unsafe-no-promotion-bump`.
+    postgres_raise: bool,
     redis: Vec<String>,
     counters: CountersArg,
 }
@@ -273,7 +293,40 @@ impl StoreSettings {
             now_ms: SystemClock.now_ms(),
             margin_ms: args.adopt_margin_ms.unwrap_or(DEFAULT_ADOPT_MARGIN_MS),
         });
-        Ok(StoreSettings { data_dir, adopt, postgres, redis, counters })
+        let postgres_margins = (
+            args.postgres_promotion_margin.or(file.postgres_promotion_margin),
+            args.postgres_promotion_counter_margin.or(file.postgres_promotion_counter_margin),
+        );
+        for (flag, margin) in [
+            ("--postgres-promotion-margin", postgres_margins.0),
+            ("--postgres-promotion-counter-margin", postgres_margins.1),
+        ] {
+            if let Some(margin) = margin {
+                anyhow::ensure!(postgres.is_some(), "{flag} needs --postgres");
+                anyhow::ensure!(
+                    i64::try_from(margin).is_ok(),
+                    "{flag} {margin} is above the largest value a Postgres row holds ({})",
+                    i64::MAX
+                );
+            }
+        }
+        #[cfg(feature = "test-no-promotion-bump")]
+        let postgres_raise = !args.unsafe_no_promotion_bump;
+        #[cfg(not(feature = "test-no-promotion-bump"))]
+        let postgres_raise = true;
+        anyhow::ensure!(
+            postgres_raise || postgres.is_some(),
+            "--unsafe-no-promotion-bump needs --postgres"
+        );
+        Ok(StoreSettings {
+            data_dir,
+            adopt,
+            postgres,
+            postgres_margins,
+            postgres_raise,
+            redis,
+            counters,
+        })
     }
 }
 
@@ -387,7 +440,7 @@ async fn backends(
     let sources: HashSet<Source> =
         config.namespaces.iter().filter_map(|ns| ns.source().ok()).collect();
     let postgres = match &stores.postgres {
-        Some(url) => Some(postgres_store(url).await?),
+        Some(url) => Some(postgres_store(url, stores).await?),
         None => None,
     };
     // Segments and counters in the file store share one handle.
@@ -453,15 +506,49 @@ struct Postgres {
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres_store(url: &str) -> anyhow::Result<Postgres> {
+async fn postgres_store(url: &str, stores: &StoreSettings) -> anyhow::Result<Postgres> {
     use idmint_coord::{PostgresOptions, PostgresStore};
 
-    let store = Arc::new(PostgresStore::connect(url, PostgresOptions::default()).await?);
+    let defaults = PostgresOptions::default();
+    let options = PostgresOptions {
+        promotion_margin: stores.postgres_margins.0.unwrap_or(defaults.promotion_margin),
+        promotion_counter_margin: stores
+            .postgres_margins
+            .1
+            .unwrap_or(defaults.promotion_counter_margin),
+        ..defaults
+    };
+    let store = if stores.postgres_raise {
+        PostgresStore::connect(url, options).await?
+    } else {
+        unraised_postgres_store(url, options).await?
+    };
+    let store = Arc::new(store);
     Ok(Postgres { segments: store.clone(), counters: store })
 }
 
+/// The negative control's store: a promoted standby is not raised.
+#[cfg(feature = "test-no-promotion-bump")]
+async fn unraised_postgres_store(
+    url: &str,
+    options: idmint_coord::PostgresOptions,
+) -> anyhow::Result<idmint_coord::PostgresStore> {
+    tracing::error!(
+        "UNSAFE: --unsafe-no-promotion-bump: a promoted Postgres standby is not raised; a negative control for tests only"
+    );
+    Ok(idmint_coord::PostgresStore::connect_without_promotion_bump(url, options).await?)
+}
+
+#[cfg(all(feature = "postgres", not(feature = "test-no-promotion-bump")))]
+async fn unraised_postgres_store(
+    _url: &str,
+    _options: idmint_coord::PostgresOptions,
+) -> anyhow::Result<idmint_coord::PostgresStore> {
+    anyhow::bail!("the negative control needs feature test-no-promotion-bump")
+}
+
 #[cfg(not(feature = "postgres"))]
-async fn postgres_store(_url: &str) -> anyhow::Result<Postgres> {
+async fn postgres_store(_url: &str, _stores: &StoreSettings) -> anyhow::Result<Postgres> {
     anyhow::bail!(
         "this idmint was built without postgres support; rebuild it with `--features postgres` \
          to use --postgres"
@@ -672,5 +759,30 @@ mod tests {
         let settings = StoreSettings::resolve(&args, &file, "d".into(), false).unwrap();
         assert_eq!(settings.counters, CountersArg::Postgres);
         assert_eq!(settings.redis, ["redis://a"]);
+    }
+
+    #[test]
+    fn promotion_margins_come_from_flags_then_the_file_and_are_checked() {
+        let resolve = |flags: &[&str], file: &str| {
+            let args = Args::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+                .expect("flags parse");
+            let file: FileConfig = toml::from_str(file).expect("file parses");
+            StoreSettings::resolve(&args, &file, "d".into(), false)
+                .map(|s| s.postgres_margins)
+                .map_err(|e| e.to_string())
+        };
+        let pg = "postgres = \"postgresql://f/g\"\n";
+        assert_eq!(resolve(&[], pg), Ok((None, None)));
+        let file =
+            format!("{pg}postgres_promotion_margin = 5\npostgres_promotion_counter_margin = 7");
+        assert_eq!(resolve(&[], &file), Ok((Some(5), Some(7))));
+        assert_eq!(resolve(&["--postgres-promotion-margin", "0"], &file), Ok((Some(0), Some(7))));
+        let too_big = (1u64 << 63).to_string();
+        let refused = resolve(&["--postgres-promotion-margin", &too_big], pg);
+        assert!(refused.as_ref().is_err_and(|e| e.contains("above the largest")), "{refused:?}");
+        assert_eq!(
+            resolve(&["--postgres-promotion-counter-margin", "3"], ""),
+            Err("--postgres-promotion-counter-margin needs --postgres".into())
+        );
     }
 }
