@@ -25,6 +25,8 @@ use crate::{
     proxy::Proxy,
 };
 
+mod postgres;
+
 /// The protection a negative control removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Control {
@@ -35,6 +37,8 @@ pub(crate) enum Control {
     /// `--unsafe-no-clock-guard`: logical time follows the wall clock back, and the
     /// generator restarts at a clock behind its last ID instead of continuing above it.
     ClockGuard,
+    /// `--unsafe-no-promotion-bump`: a promoted Postgres standby is not raised.
+    PromotionBump,
 }
 
 impl Control {
@@ -44,6 +48,7 @@ impl Control {
             Control::Fence => "--unsafe-no-fence",
             Control::DurableMark => "--unsafe-no-durable-mark",
             Control::ClockGuard => "--unsafe-no-clock-guard",
+            Control::PromotionBump => "--unsafe-no-promotion-bump",
         }
     }
 
@@ -53,6 +58,7 @@ impl Control {
             Control::Fence => "no-fence",
             Control::DurableMark => "no-durable-mark",
             Control::ClockGuard => "no-clock-guard",
+            Control::PromotionBump => "no-promotion-bump",
         }
     }
 }
@@ -100,6 +106,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
+    Scenario {
+        name: "postgres-promotion",
+        anchor: "T18",
+        control: Some(Control::PromotionBump),
+        run: postgres::promotion,
+    },
 ];
 
 /// The long soak (T23), run by `--soak MINUTES`, not by `--quick`.

@@ -1,0 +1,97 @@
+//! T18, `postgres-promotion`: a Postgres primary and an asynchronous streaming standby (its
+//! replication through the harness's proxy), two `idmint serve` with a `sequence` namespace on
+//! them; replication is blackholed (so the standby lags, deterministically), the primary is
+//! killed with SIGKILL and the standby promoted. The post-promotion bump must keep the ranges
+//! the promoted standby hands out above those the lost primary did; without it
+//! (`no-promotion-bump`) they come out again.
+
+use std::time::Duration;
+
+use idmint_coord::testing::Postgres;
+
+use super::Run;
+use crate::{error::ChaosError, proxy::Proxy};
+
+/// Ranges short enough that the primary commits many of them while replication is cut.
+const SEGMENT: &str =
+    "[server.namespaces.segment]\ninitial_step = 10000\nmin_step = 10000\nmax_step = 50000\n";
+
+/// The scenario (anchor T18).
+pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
+    run.layout("sequence")?;
+    let mut primary = Postgres::start()?;
+    let replication = Proxy::start(run.runtime.handle(), ([127, 0, 0, 1], primary.port()).into())?;
+    let standby = Postgres::start_standby(replication.addr.port())?;
+    // Both hosts; a session is only opened on the one that accepts writes, so the servers
+    // follow the promotion without a restart.
+    let url = format!(
+        "postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/idmint?target_session_attrs=read-write&connect_timeout=2",
+        primary.port(),
+        standby.port()
+    );
+    let config = run.dir.join("postgres.toml");
+    // The data directory holds nothing of a sequence namespace, but it is opened: keep it in
+    // the run's directory.
+    let data = run.dir.join("data");
+    let text = format!(
+        "data_dir = \"{}\"\n\
+         postgres = \"{url}\"\n\
+         postgres_promotion_margin = 1000000000\n\n\
+         [[server.namespaces]]\n\
+         name = \"default\"\n\
+         layout = \"sequence\"\n\n\
+         {SEGMENT}",
+        data.display()
+    );
+    std::fs::write(&config, text).map_err(ChaosError::io("write the server configuration"))?;
+    let extra =
+        ["--config".to_owned(), config.display().to_string(), "--log".into(), "info".into()];
+    for _ in 0..2 {
+        let args = run.with_control(extra.to_vec());
+        let i = run.node(args, false)?;
+        run.start(i)?;
+    }
+    run.http(0, 1, None);
+    run.http(1, 1, None);
+    run.grpc(1);
+    let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
+    run.failover(urls);
+    let d = run.secs(2.0);
+    run.hold(d);
+    replication.blackhole();
+    run.fired("partition_replication", "primary ↔ standby blackholed: the standby lags".into());
+    let d = run.secs(3.0).max(Duration::from_secs(2));
+    run.hold(d);
+    let sql = "select coalesce(max(max_id), 0) from idmint_segments";
+    let (ahead, behind) = (primary.psql(sql)?, standby.psql(sql)?);
+    primary.kill()?;
+    run.fired(
+        "postgres_primary_kill",
+        format!("primary SIGKILL at max_id {ahead}; the standby has {behind}: the rest is lost"),
+    );
+    // A server that restarts across the failover has no memory of the ranges it used (a
+    // running one refuses a range below its last: the allocator's tripwire), so only the
+    // store's raise keeps it above them.
+    run.nodes[1].kill9();
+    run.fired("kill9", "s1 SIGKILL, restarted after the promotion".into());
+    run.hold(Duration::from_secs(1));
+    standby.promote()?;
+    run.fired("postgres_promote", "pg_ctl promote: the lagging standby is the primary".into());
+    run.start(1)?;
+    let d = run.secs(5.0).max(Duration::from_secs(3));
+    run.hold(d);
+    // Clients and servers stop before the databases go away with this function.
+    run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for thread in run.threads.drain(..) {
+        let _ = thread.join();
+    }
+    for task in run.tasks.drain(..) {
+        let _ = run
+            .runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+    }
+    for node in &mut run.nodes {
+        node.terminate();
+    }
+    Ok(())
+}
