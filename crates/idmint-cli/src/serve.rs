@@ -30,7 +30,8 @@ use crate::config::{
 #[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
 `log`, the etcd settings (`etcd = [\"http://...\"]`, `etcd_prefix`, `lease_ttl`, `etcd_scheme`,
 `etcd_lable_prefix`), the stores of the other sources (`postgres = \"postgresql://...\"`,
-`redis = [\"redis://...\"]`, `counters`), and a [server] table with the server's limits and
+`postgres_promotion_margin`, `postgres_promotion_counter_margin`, `redis =
+[\"redis://...\"]`, `counters`), and a [server] table with the server's limits and
 its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
 `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs, and a browser on
 http://127.0.0.1:8080/ shows the status page. With --grpc-listen,
@@ -53,7 +54,10 @@ decimal-id) takes a new DecimalId launch ID and generator ID at every start from
 counters (--counters). `redis` serves icicle IDs made by the Redis nodes of --redis, each
 with a logical shard ID set by `idmint icicle set-shard`; it is best-effort (a Redis
 failover can repeat IDs). --source alone also picks its layout (sequence, decimal-id,
-icicle). --postgres refuses a database with fsync or synchronous_commit off.
+icicle). --postgres refuses a database with fsync or synchronous_commit off, and a standby;
+list every host with target_session_attrs=read-write to follow a promotion. A server that
+finds the database promoted from a standby or restored (a new timeline or system) first raises
+every range and counter by --postgres-promotion-margin, once for the fleet.
 
 Examples:
   idmint serve

@@ -146,7 +146,6 @@ async fn without_the_bump_a_promoted_lagging_standby_hands_ranges_out_again() {
     let Some(p) = promote_lagging_standby(false).await else { return };
     assert_eq!(p.raises, 0);
     let reissued = overlaps(&p.after, &p.before);
-    eprintln!("negative control: {reissued} of {} ranges re-issued", p.after.len());
     assert!(reissued >= 5, "the lost ranges must come out again: {:?} vs {:?}", p.after, p.before);
     assert!(p.counters_before.contains(&p.counter_after), "{:?}", p.counter_after);
 }
