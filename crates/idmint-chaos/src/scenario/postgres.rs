@@ -1,9 +1,10 @@
 //! T18, `postgres-promotion`: a Postgres primary and an asynchronous streaming standby (its
 //! replication through the harness's proxy), two `idmint serve` with a `sequence` namespace on
-//! them; replication is blackholed (so the standby lags, deterministically), the primary is
-//! killed with SIGKILL and the standby promoted. The post-promotion bump must keep the ranges
-//! the promoted standby hands out above those the lost primary did; without it
-//! (`no-promotion-bump`) they come out again.
+//! them, under HTTP, gRPC and idmint-client load; replication is blackholed for 2–4 s (seeded;
+//! so the standby lags, deterministically), the primary is killed with SIGKILL, one server
+//! (seeded) too, the standby is promoted and that server restarted. The post-promotion bump
+//! must keep the ranges the promoted standby hands out above those the lost primary did;
+//! without it (`no-promotion-bump`) they come out again.
 
 use std::time::Duration;
 
@@ -60,7 +61,9 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
     run.hold(d);
     replication.blackhole();
     run.fired("partition_replication", "primary ↔ standby blackholed: the standby lags".into());
-    let d = run.secs(3.0).max(Duration::from_secs(2));
+    // How long the standby lags (seeded): 2–4 s of allocations on the primary alone.
+    let lag = Duration::from_millis(run.rng.between(2_000, 4_000));
+    let d = run.secs(lag.as_secs_f64()).max(Duration::from_secs(2));
     run.hold(d);
     let sql = "select coalesce(max(max_id), 0) from idmint_segments";
     let (ahead, behind) = (primary.psql(sql)?, standby.psql(sql)?);
@@ -72,12 +75,14 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
     // A server that restarts across the failover has no memory of the ranges it used (a
     // running one refuses a range below its last: the allocator's tripwire), so only the
     // store's raise keeps it above them.
-    run.nodes[1].kill9();
-    run.fired("kill9", "s1 SIGKILL, restarted after the promotion".into());
+    let restarted = run.rng.index(2);
+    run.nodes[restarted].kill9();
+    let name = run.nodes[restarted].name.clone();
+    run.fired("kill9", format!("{name} SIGKILL, restarted after the promotion"));
     run.hold(Duration::from_secs(1));
     standby.promote()?;
     run.fired("postgres_promote", "pg_ctl promote: the lagging standby is the primary".into());
-    run.start(1)?;
+    run.start(restarted)?;
     let d = run.secs(5.0).max(Duration::from_secs(3));
     run.hold(d);
     // Clients and servers stop before the databases go away with this function.
