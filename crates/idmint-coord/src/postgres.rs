@@ -466,7 +466,8 @@ async fn live_identity(client: &Client) -> Result<Identity, Error> {
 /// Which history a database is on: its system and timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Identity {
-    system_identifier: u64,
+    /// Postgres shows the unsigned identifier as a `bigint`: negative once its top bit is set.
+    system_identifier: i64,
     timeline: u32,
 }
 
@@ -578,5 +579,25 @@ impl CounterStore for PostgresStore {
         let rows = self.run("next counter value", |c| &c.next_counter, &[&name, &max_i]).await?;
         let row = rows.first().ok_or_else(exhausted)?;
         column(row, 0, "idmint_counters.value")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_reads_back_what_it_writes_and_nothing_else() {
+        for identity in [
+            Identity { system_identifier: 7_311_234_567_890_123_456, timeline: 1 },
+            Identity { system_identifier: -5, timeline: u32::MAX },
+        ] {
+            assert_eq!(Identity::parse(&identity.to_string()).ok(), Some(identity));
+        }
+        for bad in
+            ["", "garbage", "timeline=1 system_identifier=1", "system_identifier=1 timeline=1 "]
+        {
+            assert!(matches!(Identity::parse(bad), Err(Error::Corrupt { .. })), "{bad:?}");
+        }
     }
 }

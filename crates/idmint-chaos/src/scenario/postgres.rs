@@ -52,6 +52,9 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
         let i = run.node(args, false)?;
         run.start(i)?;
     }
+    // Paced HTTP clients: sequence IDs are cheap, and a checked history of a few tens of
+    // millions of IDs is enough to show re-issued ranges (the control repeats millions).
+    run.pace = (super::HTTP_BATCH, Duration::from_millis(4));
     run.http(0, 1, None);
     run.http(1, 1, None);
     run.grpc(1);
@@ -83,7 +86,7 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
     standby.promote()?;
     run.fired("postgres_promote", "pg_ctl promote: the lagging standby is the primary".into());
     run.start(restarted)?;
-    let d = run.secs(5.0).max(Duration::from_secs(3));
+    let d = run.secs(4.0).max(Duration::from_secs(3));
     run.hold(d);
     // Clients and servers stop before the databases go away with this function.
     run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
