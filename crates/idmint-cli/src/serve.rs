@@ -260,8 +260,10 @@ struct StoreSettings {
     adopt: Option<Adopt>,
     postgres: Option<String>,
     /// The promotion margins of segments and counters (the store's defaults when `None`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     postgres_margins: (Option<u64>, Option<u64>),
     /// False only in the negative control `--unsafe-no-promotion-bump`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     postgres_raise: bool,
     redis: Vec<String>,
     counters: CountersArg,

@@ -39,8 +39,8 @@ const RAISE: &str = include_str!("sql/raise.sql");
 const HISTORY_KEY: &str = "history";
 /// Serialises the history checks of concurrent connections (so exactly one raises).
 const HISTORY_LOCK: i64 = 7_587_007_236_661_834_088;
-/// The default promotion margin of segment rows: a million ranges of 1,000 IDs, a thousandth
-/// of a millionth of the ID space.
+/// The default promotion margin of segment rows: a million ranges of 1,000 IDs, about a
+/// ten-billionth of the ID space (2^63).
 pub const DEFAULT_PROMOTION_MARGIN: u64 = 1_000_000_000;
 /// The default promotion margin of counters (DecimalId launch IDs, taken once per start).
 pub const DEFAULT_PROMOTION_COUNTER_MARGIN: u64 = 100;
