@@ -29,6 +29,8 @@ use crate::{
     watch::Watcher,
 };
 
+mod postgres;
+
 /// The protection a negative control removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Control {
@@ -44,6 +46,8 @@ pub(crate) enum Control {
     RestoreGuard,
     /// `--unsafe-no-redis-guard`: the icicle client's failover guard accepts everything.
     RedisGuard,
+    /// `--unsafe-no-promotion-bump`: a promoted Postgres standby is not raised.
+    PromotionBump,
 }
 
 impl Control {
@@ -55,6 +59,7 @@ impl Control {
             Control::ClockGuard => "--unsafe-no-clock-guard",
             Control::RestoreGuard => "--unsafe-no-restore-guard",
             Control::RedisGuard => "--unsafe-no-redis-guard",
+            Control::PromotionBump => "--unsafe-no-promotion-bump",
         }
     }
 
@@ -66,6 +71,7 @@ impl Control {
             Control::ClockGuard => "no-clock-guard",
             Control::RestoreGuard => "no-restore-guard",
             Control::RedisGuard => "no-redis-guard",
+            Control::PromotionBump => "no-promotion-bump",
         }
     }
 }
@@ -124,6 +130,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         anchor: "T21",
         control: Some(Control::RestoreGuard),
         run: etcd_restore::etcd_restore,
+    },
+    Scenario {
+        name: "postgres-promotion",
+        anchor: "T18",
+        control: Some(Control::PromotionBump),
+        run: postgres::promotion,
     },
 ];
 

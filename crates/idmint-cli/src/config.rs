@@ -64,6 +64,9 @@ pub(crate) struct FileConfig {
     pub(crate) log_format: Option<crate::logging::LogFormat>,
     /// Postgres connection string (segments and counters).
     pub(crate) postgres: Option<String>,
+    /// Promotion margins of Postgres segments and counters.
+    pub(crate) postgres_promotion_margin: Option<u64>,
+    pub(crate) postgres_promotion_counter_margin: Option<u64>,
     /// Redis nodes (source `redis`).
     pub(crate) redis: Option<Vec<String>>,
     /// The Redis primary of source `redis`, found through Sentinel (instead of `redis`).

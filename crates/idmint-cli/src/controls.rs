@@ -2,7 +2,7 @@
 //! protection off, so that the tests and the chaos harness can show they would catch what it
 //! lets through. Each exists only in a build with its test-only cargo feature
 //! (`test-no-fence`, `test-no-durable-mark`, `test-no-clock-guard`, `test-no-restore-guard`,
-//! `test-no-redis-guard`),
+//! `test-no-redis-guard`, `test-no-promotion-bump`),
 //! which no build that serves enables; this file is the one place they are read.
 
 use anyhow::ensure;
@@ -35,6 +35,11 @@ pub(crate) struct ControlArgs {
     #[cfg(feature = "test-no-redis-guard")]
     #[arg(long, hide = true)]
     unsafe_no_redis_guard: bool,
+    /// TESTS ONLY (feature `test-no-promotion-bump`): the Postgres store raises nothing when it
+    /// finds a promoted standby, the chaos harness's negative control. Never use it to serve.
+    #[cfg(feature = "test-no-promotion-bump")]
+    #[arg(long, hide = true)]
+    unsafe_no_promotion_bump: bool,
 }
 
 /// Which protections are off (all on in every build without the test features).
@@ -48,6 +53,8 @@ pub(crate) struct Controls {
     pub(crate) no_restore_guard: bool,
     /// The icicle client's failover guard.
     pub(crate) no_redis_guard: bool,
+    /// The Postgres store's post-promotion bump.
+    pub(crate) no_promotion_bump: bool,
 }
 
 impl ControlArgs {
@@ -59,7 +66,8 @@ impl ControlArgs {
                 feature = "test-no-fence",
                 feature = "test-no-durable-mark",
                 feature = "test-no-restore-guard",
-                feature = "test-no-redis-guard"
+                feature = "test-no-redis-guard",
+                feature = "test-no-promotion-bump"
             )),
             allow(unused_mut)
         )]
@@ -79,6 +87,10 @@ impl ControlArgs {
         #[cfg(feature = "test-no-redis-guard")]
         {
             controls.no_redis_guard = self.unsafe_no_redis_guard;
+        }
+        #[cfg(feature = "test-no-promotion-bump")]
+        {
+            controls.no_promotion_bump = self.unsafe_no_promotion_bump;
         }
         ensure!(!controls.no_fence || etcd, "--unsafe-no-fence needs --etcd");
         ensure!(!controls.no_restore_guard || etcd, "--unsafe-no-restore-guard needs --etcd");

@@ -31,7 +31,8 @@ use crate::controls::{ControlArgs, Controls};
 #[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
 `log`, the etcd settings (`etcd = [\"http://...\"]`, `etcd_prefix`, `lease_ttl`, `etcd_scheme`,
 `etcd_lable_prefix`), the stores of the other sources (`postgres = \"postgresql://...\"`,
-`redis = [\"redis://...\"]` or `redis_sentinel = { master = \"mymaster\", sentinels =
+`postgres_promotion_margin`, `postgres_promotion_counter_margin`, `redis =
+[\"redis://...\"]` or `redis_sentinel = { master = \"mymaster\", sentinels =
 [\"redis://...:26379\"] }`, `counters`), and a [server] table with the server's limits and
 its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
 `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs, and a browser on
@@ -57,7 +58,10 @@ with a logical shard ID set by `idmint icicle set-shard`, or by the one primary 
 names (--redis-sentinel-master with --redis-sentinels), followed through failovers; it is
 best-effort (a Redis failover can repeat IDs; a guard narrows that). --source alone also
 picks its layout (sequence, decimal-id, icicle). --postgres refuses a database with fsync or
-synchronous_commit off.
+synchronous_commit off, and a standby; list every host with target_session_attrs=read-write to
+follow a promotion. A server that finds the database promoted from a standby or restored (a
+new timeline or system) first raises every range and counter by --postgres-promotion-margin,
+once for the fleet.
 
 Examples:
   idmint serve
@@ -117,6 +121,17 @@ pub(crate) struct Args {
     /// fsync or synchronous_commit off. Needs a build with the `postgres` feature (default).
     #[arg(long, env = "IDMINT_POSTGRES", value_name = "URL", hide_env_values = true)]
     postgres: Option<String>,
+    /// How far every Postgres segment row is raised when a server finds the database on a new
+    /// history (a standby promoted, a restore: a new timeline or system), before it hands out
+    /// any range: more than the fleet hands out during the standby's worst replication lag
+    /// (IDs/s × seconds). 0 raises nothing: only with synchronous replication [default:
+    /// 1000000000].
+    #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_MARGIN", value_name = "IDS")]
+    postgres_promotion_margin: Option<u64>,
+    /// The same for Postgres counters (DecimalId launch IDs, one per server start) [default:
+    /// 100].
+    #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_COUNTER_MARGIN", value_name = "N")]
+    postgres_promotion_counter_margin: Option<u64>,
     /// Redis nodes for namespaces of source redis, comma-separated (redis://host:port), each
     /// with its logical shard ID set [default: none]. Needs a build with the `redis` feature
     /// (default).
@@ -247,6 +262,9 @@ struct StoreSettings {
     /// Set with --adopt-data-dir: open the data directory even if it is not trusted.
     adopt: Option<Adopt>,
     postgres: Option<String>,
+    /// The promotion margins of segments and counters (the store's defaults when `None`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    postgres_margins: (Option<u64>, Option<u64>),
     redis: Vec<String>,
     /// The Sentinel master and its sentinels, instead of `redis`.
     redis_sentinel: Option<SentinelConfig>,
@@ -289,7 +307,32 @@ impl StoreSettings {
             now_ms: SystemClock.now_ms(),
             margin_ms: args.adopt_margin_ms.unwrap_or(DEFAULT_ADOPT_MARGIN_MS),
         });
-        Ok(StoreSettings { data_dir, adopt, postgres, redis, redis_sentinel, counters })
+        let postgres_margins = (
+            args.postgres_promotion_margin.or(file.postgres_promotion_margin),
+            args.postgres_promotion_counter_margin.or(file.postgres_promotion_counter_margin),
+        );
+        for (flag, margin) in [
+            ("--postgres-promotion-margin", postgres_margins.0),
+            ("--postgres-promotion-counter-margin", postgres_margins.1),
+        ] {
+            if let Some(margin) = margin {
+                anyhow::ensure!(postgres.is_some(), "{flag} needs --postgres");
+                anyhow::ensure!(
+                    i64::try_from(margin).is_ok(),
+                    "{flag} {margin} is above the largest value a Postgres row holds ({})",
+                    i64::MAX
+                );
+            }
+        }
+        Ok(StoreSettings {
+            data_dir,
+            adopt,
+            postgres,
+            postgres_margins,
+            redis,
+            redis_sentinel,
+            counters,
+        })
     }
 }
 
@@ -416,7 +459,7 @@ async fn backends(
     let sources: HashSet<Source> =
         config.namespaces.iter().filter_map(|ns| ns.source().ok()).collect();
     let postgres = match &stores.postgres {
-        Some(url) => Some(postgres_store(url).await?),
+        Some(url) => Some(postgres_store(url, stores, controls).await?),
         None => None,
     };
     // Segments and counters in the file store share one handle.
@@ -486,15 +529,53 @@ struct Postgres {
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres_store(url: &str) -> anyhow::Result<Postgres> {
+async fn postgres_store(
+    url: &str,
+    stores: &StoreSettings,
+    controls: Controls,
+) -> anyhow::Result<Postgres> {
     use idmint_coord::{PostgresOptions, PostgresStore};
 
-    let store = Arc::new(PostgresStore::connect(url, PostgresOptions::default()).await?);
+    let defaults = PostgresOptions::default();
+    let options = PostgresOptions {
+        promotion_margin: stores.postgres_margins.0.unwrap_or(defaults.promotion_margin),
+        promotion_counter_margin: stores
+            .postgres_margins
+            .1
+            .unwrap_or(defaults.promotion_counter_margin),
+        ..defaults
+    };
+    let store = if !controls.no_promotion_bump {
+        PostgresStore::connect(url, options).await?
+    } else {
+        unraised_postgres_store(url, options).await?
+    };
+    let store = Arc::new(store);
     Ok(Postgres { segments: store.clone(), counters: store })
 }
 
+/// The negative control's store: a promoted standby is not raised.
+#[cfg(feature = "test-no-promotion-bump")]
+async fn unraised_postgres_store(
+    url: &str,
+    options: idmint_coord::PostgresOptions,
+) -> anyhow::Result<idmint_coord::PostgresStore> {
+    tracing::error!(
+        "UNSAFE: --unsafe-no-promotion-bump: a promoted Postgres standby is not raised; a negative control for tests only"
+    );
+    Ok(idmint_coord::PostgresStore::connect_without_promotion_bump(url, options).await?)
+}
+
+#[cfg(all(feature = "postgres", not(feature = "test-no-promotion-bump")))]
+async fn unraised_postgres_store(
+    _url: &str,
+    _options: idmint_coord::PostgresOptions,
+) -> anyhow::Result<idmint_coord::PostgresStore> {
+    anyhow::bail!("the negative control needs feature test-no-promotion-bump")
+}
+
 #[cfg(not(feature = "postgres"))]
-async fn postgres_store(_url: &str) -> anyhow::Result<Postgres> {
+async fn postgres_store(_: &str, _: &StoreSettings, _: Controls) -> anyhow::Result<Postgres> {
     anyhow::bail!(
         "this idmint was built without postgres support; rebuild it with `--features postgres` \
          to use --postgres"
@@ -743,5 +824,30 @@ mod tests {
         let unknown: Result<FileConfig, _> =
             toml::from_str("redis_sentinel = { name = \"m\", sentinels = [] }");
         assert!(unknown.is_err(), "unknown keys are refused");
+    }
+
+    #[test]
+    fn promotion_margins_come_from_flags_then_the_file_and_are_checked() {
+        let resolve = |flags: &[&str], file: &str| {
+            let args = Args::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+                .expect("flags parse");
+            let file: FileConfig = toml::from_str(file).expect("file parses");
+            StoreSettings::resolve(&args, &file, "d".into(), false)
+                .map(|s| s.postgres_margins)
+                .map_err(|e| e.to_string())
+        };
+        let pg = "postgres = \"postgresql://f/g\"\n";
+        assert_eq!(resolve(&[], pg), Ok((None, None)));
+        let file =
+            format!("{pg}postgres_promotion_margin = 5\npostgres_promotion_counter_margin = 7");
+        assert_eq!(resolve(&[], &file), Ok((Some(5), Some(7))));
+        assert_eq!(resolve(&["--postgres-promotion-margin", "0"], &file), Ok((Some(0), Some(7))));
+        let too_big = (1u64 << 63).to_string();
+        let refused = resolve(&["--postgres-promotion-margin", &too_big], pg);
+        assert!(refused.as_ref().is_err_and(|e| e.contains("above the largest")), "{refused:?}");
+        assert_eq!(
+            resolve(&["--postgres-promotion-counter-margin", "3"], ""),
+            Err("--postgres-promotion-counter-margin needs --postgres".into())
+        );
     }
 }

@@ -148,6 +148,16 @@ pub enum Error {
         /// Its value.
         value: String,
     },
+    /// The database server is a standby (in recovery): ranges come only from a primary. Give
+    /// every host in the connection string with `target_session_attrs=read-write` to follow a
+    /// promotion.
+    #[error(
+        "{backend} server is a standby (in recovery); connect to the primary, e.g. list every host with target_session_attrs=read-write"
+    )]
+    Standby {
+        /// The backend.
+        backend: &'static str,
+    },
     /// An icicle node (Redis) has no logical shard ID, or one outside 1..=1023 (icicle's
     /// `InvalidLogicalShardIdException`): its IDs could collide with another node's or not fit.
     #[cfg(feature = "redis")]

@@ -88,7 +88,9 @@ pub use crate::{
 #[cfg(feature = "etcd")]
 pub use crate::etcd_store::{EtcdStore, EtcdStoreOptions};
 #[cfg(feature = "postgres")]
-pub use crate::postgres::{PostgresOptions, PostgresStore};
+pub use crate::postgres::{
+    DEFAULT_PROMOTION_COUNTER_MARGIN, DEFAULT_PROMOTION_MARGIN, PostgresOptions, PostgresStore,
+};
 pub use crate::{
     counter::{CounterStore, DecimalIdIssuer, DecimalIdOptions, DecimalIds},
     segment::{

@@ -31,6 +31,19 @@ const NEXT_RANGE: &str = include_str!("sql/next_range.sql");
 const NEXT_COUNTER: &str = include_str!("sql/next_counter.sql");
 /// The durability settings of the session.
 const SETTINGS: &str = include_str!("sql/settings.sql");
+/// Whether the server is a standby, and its history identity.
+const IDENTITY: &str = include_str!("sql/identity.sql");
+/// The post-promotion bump of every row.
+const RAISE: &str = include_str!("sql/raise.sql");
+/// The key of the recorded history identity in `idmint_meta`.
+const HISTORY_KEY: &str = "history";
+/// Serialises the history checks of concurrent connections (so exactly one raises).
+const HISTORY_LOCK: i64 = 7_587_007_236_661_834_088;
+/// The default promotion margin of segment rows: a million ranges of 1,000 IDs, about a
+/// ten-billionth of the ID space (2^63).
+pub const DEFAULT_PROMOTION_MARGIN: u64 = 1_000_000_000;
+/// The default promotion margin of counters (DecimalId launch IDs, taken once per start).
+pub const DEFAULT_PROMOTION_COUNTER_MARGIN: u64 = 100;
 
 /// Settings of a [`PostgresStore`]. Build it with struct-update syntax from
 /// [`PostgresOptions::default`].
@@ -50,8 +63,39 @@ pub struct PostgresOptions {
     /// How long one statement may take. Default 5 s. A statement cut off may still commit:
     /// its range is then never used (a gap).
     pub request_timeout: Duration,
-    /// How long connecting (with the settings check and the schema) may take. Default 5 s.
+    /// How long connecting (with the settings check, the schema and the history check) may
+    /// take. Default 5 s.
     pub connect_timeout: Duration,
+    /// How far every segment row is raised when the store finds the database on a new history
+    /// (a promoted standby, a restore): it must exceed the IDs the old primary could hand out
+    /// in its standby's worst replication lag (IDs per second × lag in seconds), because those
+    /// ranges may be lost with it. Default [`DEFAULT_PROMOTION_MARGIN`] (10⁹). 0 raises nothing:
+    /// only when every standby that may be promoted is synchronous.
+    pub promotion_margin: u64,
+    /// The same for counters (one value per server start). Default
+    /// [`DEFAULT_PROMOTION_COUNTER_MARGIN`] (100).
+    pub promotion_counter_margin: u64,
+}
+
+impl PostgresOptions {
+    /// Checks the margins, which must fit a Postgres `bigint`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] naming the margin that is too large.
+    pub fn validate(&self) -> Result<(), Error> {
+        for (name, margin) in [
+            ("promotion margin", self.promotion_margin),
+            ("promotion counter margin", self.promotion_counter_margin),
+        ] {
+            if margin > MAX_SEGMENT_ID {
+                return Err(Error::InvalidRequest(format!(
+                    "postgres {name} {margin} is above the largest value a row can hold ({MAX_SEGMENT_ID})"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for PostgresOptions {
@@ -59,6 +103,8 @@ impl Default for PostgresOptions {
         PostgresOptions {
             request_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            promotion_margin: DEFAULT_PROMOTION_MARGIN,
+            promotion_counter_margin: DEFAULT_PROMOTION_COUNTER_MARGIN,
         }
     }
 }
@@ -98,9 +144,29 @@ impl Default for PostgresOptions {
 /// either is `off`: with `fsync = off` a crash can lose committed rows, with
 /// `synchronous_commit = off` the last few hundred milliseconds of acknowledged commits.
 /// `local`, `remote_write`, `remote_apply` and `on` all flush the WAL locally before a commit
-/// returns, so they are accepted. What it cannot check: a standby that may be promoted must be
-/// synchronous (`synchronous_standby_names` with `on` or `remote_apply`), or every row must be
-/// raised by a safe margin after a failover or a restore from backup (`reliability.md` F11).
+/// returns, so they are accepted.
+///
+/// **Failover and restore (the post-promotion bump).** A standby replicated asynchronously
+/// may lack the last ranges its primary committed; promoted, it would hand them out again
+/// (`reliability.md` F11). So the store refuses a standby ([`Error::Standby`]) and records, in
+/// the row `history` of `idmint_meta`, the identity of the cluster it hands ranges out from:
+/// its `system_identifier` (new at `initdb`, kept by `pg_basebackup`) and its current
+/// timeline (the first field of `pg_walfile_name(pg_current_wal_lsn())`, which a promotion or
+/// a point-in-time restore moves to a new one at once, before any checkpoint; an ordinary
+/// owner role may read both). On every connection, before it hands out anything, it compares
+/// the recorded identity with the live one in one transaction under an advisory lock (a
+/// compare-and-set: of many servers reconnecting, exactly one raises). When they differ, or
+/// when rows exist but no identity was recorded (an older idmint wrote them, or the row was
+/// lost), it raises every segment row by [`PostgresOptions::promotion_margin`] and every
+/// counter by [`PostgresOptions::promotion_counter_margin`], records the live identity,
+/// commits, and logs a warning. A recorded identity it cannot read is refused
+/// ([`Error::Corrupt`]), never trusted. The margin must exceed what the old primary could hand
+/// out within its standby's worst lag; the cost is a gap of that size at each failover (10⁹ of
+/// the 9.2 × 10¹⁸ IDs by default). With synchronous replication (`synchronous_standby_names`
+/// with `synchronous_commit = on` or `remote_apply`) a promoted standby has every
+/// acknowledged range, and a margin of 0 skips the raise. What it cannot see: a file-level
+/// copy of the data directory restored without recovery (same system, same timeline): raise
+/// the rows by hand then (`UPDATE idmint_segments SET max_id = max_id + <margin>`).
 ///
 /// **Connection.** One connection, shared by all callers (tokio-postgres pipelines their
 /// statements), without TLS. If it breaks, the next call reconnects, checking the settings and
@@ -126,6 +192,10 @@ pub struct PostgresStore {
     /// The live connection, `None` after it broke (until the next call reconnects).
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     round_trips: AtomicU64,
+    /// Whether a new history raises the rows (false only in the negative control).
+    raise: bool,
+    /// How many times this store raised the rows.
+    raises: Arc<AtomicU64>,
 }
 
 /// One connection, its settings checked and its statements prepared.
@@ -143,10 +213,36 @@ impl PostgresStore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidRequest`] for an unreadable connection string, [`Error::NotDurable`]
-    /// when `fsync` or `synchronous_commit` is `off`, [`Error::Unavailable`] when the server
-    /// cannot be reached or the schema cannot be created.
+    /// [`Error::InvalidRequest`] for an unreadable connection string or a margin too large,
+    /// [`Error::NotDurable`] when `fsync` or `synchronous_commit` is `off`,
+    /// [`Error::Standby`] when the server is a standby, [`Error::Corrupt`] when the recorded
+    /// history identity cannot be read, [`Error::Unavailable`] when the server cannot be
+    /// reached or the schema cannot be created.
     pub async fn connect(config: &str, options: PostgresOptions) -> Result<Self, Error> {
+        Self::connect_raising(config, options, true).await
+    }
+
+    /// UNSAFE, tests only (feature `test-no-promotion-bump`): [`connect`](Self::connect), but a
+    /// new history (a promoted standby) raises nothing, so a lagging standby hands out again the
+    /// ranges its primary lost: the negative control of the post-promotion bump.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    #[cfg(feature = "test-no-promotion-bump")]
+    pub async fn connect_without_promotion_bump(
+        config: &str,
+        options: PostgresOptions,
+    ) -> Result<Self, Error> {
+        Self::connect_raising(config, options, false).await
+    }
+
+    async fn connect_raising(
+        config: &str,
+        options: PostgresOptions,
+        raise: bool,
+    ) -> Result<Self, Error> {
+        options.validate()?;
         let config: Config = config.parse().map_err(|e| {
             Error::InvalidRequest(format!("invalid postgres connection string: {e}"))
         })?;
@@ -155,9 +251,17 @@ impl PostgresStore {
             options,
             conn: tokio::sync::Mutex::new(None),
             round_trips: AtomicU64::new(0),
+            raise,
+            raises: Arc::new(AtomicU64::new(0)),
         };
         store.conn().await?;
         Ok(store)
+    }
+
+    /// How many times this store raised every row after finding the database on a new
+    /// history (a promoted standby, a restore).
+    pub fn promotion_raises(&self) -> u64 {
+        self.raises.load(Ordering::Relaxed)
     }
 
     /// How many range and counter statements this store has sent: one round trip each (the
@@ -176,7 +280,7 @@ impl PostgresStore {
         }
         *slot = None;
         let conn = Arc::new(
-            tokio::time::timeout(self.options.connect_timeout, open(&self.config)).await.map_err(
+            tokio::time::timeout(self.options.connect_timeout, self.open()).await.map_err(
                 |_| unavailable(format!("no connection within {:?}", self.options.connect_timeout)),
             )??,
         );
@@ -220,14 +324,116 @@ impl PostgresStore {
     }
 }
 
-/// Opens a connection, refuses it when its durability settings are off, creates the schema and
-/// prepares the statements.
-async fn open(config: &Config) -> Result<Conn, Error> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| failed("connect", &e))?;
-    // The connection task ends when the client is dropped or the server goes away.
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
+impl PostgresStore {
+    /// Opens a connection, refuses it when its durability settings are off or it is a standby,
+    /// creates the schema, raises the rows if the history changed, and prepares the statements.
+    async fn open(&self) -> Result<Conn, Error> {
+        let (mut client, connection) =
+            self.config.connect(NoTls).await.map_err(|e| failed("connect", &e))?;
+        // The connection task ends when the client is dropped or the server goes away.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        check_settings(&client).await?;
+        let live = live_identity(&client).await?;
+        client
+            .batch_execute(&format!("BEGIN;\n{SCHEMA}\nCOMMIT;"))
+            .await
+            .map_err(|e| failed("create the schema", &e))?;
+        self.check_history(&mut client, &live).await?;
+        let next_range = client
+            .prepare_typed(NEXT_RANGE, &[Type::TEXT, Type::INT8, Type::INT8])
+            .await
+            .map_err(|e| failed("prepare the range statement", &e))?;
+        let next_counter = client
+            .prepare_typed(NEXT_COUNTER, &[Type::TEXT, Type::INT8])
+            .await
+            .map_err(|e| failed("prepare the counter statement", &e))?;
+        Ok(Conn { client, next_range, next_counter })
+    }
+
+    /// The compare-and-set of the history identity: under an advisory lock, reads the recorded
+    /// identity, and when it differs from `live` (or is missing while rows exist) raises every
+    /// row by the margins and records `live`, all in one transaction.
+    async fn check_history(&self, client: &mut Client, live: &Identity) -> Result<(), Error> {
+        let tx = client.transaction().await.map_err(|e| failed("begin the history check", &e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&HISTORY_LOCK])
+            .await
+            .map_err(|e| failed("lock the history check", &e))?;
+        let row = tx
+            .query_opt("SELECT value FROM idmint_meta WHERE key = $1", &[&HISTORY_KEY])
+            .await
+            .map_err(|e| failed("read the recorded history", &e))?;
+        let recorded = match &row {
+            Some(row) => {
+                let text: String =
+                    row.try_get(0).map_err(|e| failed("read the recorded history", &e))?;
+                Some(Identity::parse(&text)?)
+            }
+            None => None,
+        };
+        let why = match &recorded {
+            Some(recorded) if recorded == live => return Ok(()),
+            Some(recorded) => format!(
+                "the database's history changed from {recorded} to {live} (a promoted standby or a restore)"
+            ),
+            None => {
+                let rows: i64 = tx
+                    .query_one(
+                        "SELECT (SELECT count(*) FROM idmint_segments) + (SELECT count(*) FROM idmint_counters)",
+                        &[],
+                    )
+                    .await
+                    .and_then(|row| row.try_get(0))
+                    .map_err(|e| failed("count the rows", &e))?;
+                if rows == 0 {
+                    String::new()
+                } else {
+                    format!(
+                        "the database ({live}) has {rows} rows but no recorded history (written by an older idmint, or the row was lost)"
+                    )
+                }
+            }
+        };
+        if !why.is_empty() {
+            let (margin, counter_margin) =
+                (self.options.promotion_margin, self.options.promotion_counter_margin);
+            if !self.raise {
+                tracing::error!(
+                    "UNSAFE: {why}; the post-promotion bump is disabled (a negative control for tests only): nothing raised"
+                );
+            } else if margin == 0 && counter_margin == 0 {
+                tracing::warn!(
+                    "{why}; promotion margins are 0 (synchronous replication assumed): nothing raised"
+                );
+            } else {
+                // Both fit: `validate` keeps the margins within `i64::MAX`.
+                let (margin_i, counter_i) = (margin as i64, counter_margin as i64);
+                let row = tx
+                    .query_one(RAISE, &[&margin_i, &counter_i])
+                    .await
+                    .map_err(|e| failed("raise the rows after a new history", &e))?;
+                let segments: i64 = row.try_get(0).map_err(|e| failed("raise the rows", &e))?;
+                let counters: i64 = row.try_get(1).map_err(|e| failed("raise the rows", &e))?;
+                tracing::warn!(
+                    "{why}: raised {segments} segment rows by {margin} and {counters} counters by {counter_margin} before handing out any range"
+                );
+                self.raises.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        tx.execute(
+            "INSERT INTO idmint_meta (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+            &[&HISTORY_KEY, &live.to_string()],
+        )
+        .await
+        .map_err(|e| failed("record the history", &e))?;
+        tx.commit().await.map_err(|e| failed("commit the history check", &e))
+    }
+}
+
+/// Refuses a session whose durability settings are off.
+async fn check_settings(client: &Client) -> Result<(), Error> {
     let row = client.query_one(SETTINGS, &[]).await.map_err(|e| failed("read settings", &e))?;
     for (i, setting) in ["fsync", "synchronous_commit"].into_iter().enumerate() {
         let value: String = row.try_get(i).map_err(|e| failed("read settings", &e))?;
@@ -235,19 +441,68 @@ async fn open(config: &Config) -> Result<Conn, Error> {
             return Err(Error::NotDurable { backend: BACKEND, setting: setting.into(), value });
         }
     }
-    client
-        .batch_execute(&format!("BEGIN;\n{SCHEMA}\nCOMMIT;"))
-        .await
-        .map_err(|e| failed("create the schema", &e))?;
-    let next_range = client
-        .prepare_typed(NEXT_RANGE, &[Type::TEXT, Type::INT8, Type::INT8])
-        .await
-        .map_err(|e| failed("prepare the range statement", &e))?;
-    let next_counter = client
-        .prepare_typed(NEXT_COUNTER, &[Type::TEXT, Type::INT8])
-        .await
-        .map_err(|e| failed("prepare the counter statement", &e))?;
-    Ok(Conn { client, next_range, next_counter })
+    Ok(())
+}
+
+/// The live identity of the server, refusing a standby.
+async fn live_identity(client: &Client) -> Result<Identity, Error> {
+    let row = client.query_one(IDENTITY, &[]).await.map_err(|e| failed("read the identity", &e))?;
+    let standby: bool = row.try_get(0).map_err(|e| failed("read the identity", &e))?;
+    if standby {
+        return Err(Error::Standby { backend: BACKEND });
+    }
+    let system: String = row.try_get(1).map_err(|e| failed("read the identity", &e))?;
+    let wal_file: String = row.try_get(2).map_err(|e| failed("read the identity", &e))?;
+    let corrupt = |reason: String| Error::Corrupt { path: "postgres live identity".into(), reason };
+    let system_identifier =
+        system.parse().map_err(|_| corrupt(format!("system identifier `{system}`")))?;
+    let timeline = wal_file
+        .get(..8)
+        .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        .ok_or_else(|| corrupt(format!("WAL file name `{wal_file}`")))?;
+    Ok(Identity { system_identifier, timeline })
+}
+
+/// Which history a database is on: its system and timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    /// Postgres shows the unsigned identifier as a `bigint`: negative once its top bit is set.
+    system_identifier: i64,
+    timeline: u32,
+}
+
+impl Identity {
+    /// Reads `system_identifier=<n> timeline=<n>` (as `Display` writes it), refusing anything
+    /// else.
+    fn parse(text: &str) -> Result<Identity, Error> {
+        let corrupt = || Error::Corrupt {
+            path: format!("postgres idmint_meta row `{HISTORY_KEY}`"),
+            reason: format!(
+                "`{text}` is not `system_identifier=<n> timeline=<n>`; it is not trusted: raise every row by hand past what any lost primary handed out, then delete the row"
+            ),
+        };
+        let mut fields = text.split(' ');
+        let system_identifier = fields
+            .next()
+            .and_then(|f| f.strip_prefix("system_identifier="))
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(corrupt)?;
+        let timeline = fields
+            .next()
+            .and_then(|f| f.strip_prefix("timeline="))
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(corrupt)?;
+        if fields.next().is_some() {
+            return Err(corrupt());
+        }
+        Ok(Identity { system_identifier, timeline })
+    }
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "system_identifier={} timeline={}", self.system_identifier, self.timeline)
+    }
 }
 
 fn unavailable(reason: String) -> Error {
@@ -324,5 +579,25 @@ impl CounterStore for PostgresStore {
         let rows = self.run("next counter value", |c| &c.next_counter, &[&name, &max_i]).await?;
         let row = rows.first().ok_or_else(exhausted)?;
         column(row, 0, "idmint_counters.value")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_reads_back_what_it_writes_and_nothing_else() {
+        for identity in [
+            Identity { system_identifier: 7_311_234_567_890_123_456, timeline: 1 },
+            Identity { system_identifier: -5, timeline: u32::MAX },
+        ] {
+            assert_eq!(Identity::parse(&identity.to_string()).ok(), Some(identity));
+        }
+        for bad in
+            ["", "garbage", "timeline=1 system_identifier=1", "system_identifier=1 timeline=1 "]
+        {
+            assert!(matches!(Identity::parse(bad), Err(Error::Corrupt { .. })), "{bad:?}");
+        }
     }
 }

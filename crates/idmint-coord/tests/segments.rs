@@ -683,6 +683,7 @@ mod postgres {
         let options = PostgresOptions {
             request_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
+            ..PostgresOptions::default()
         };
         let store =
             Arc::new(PostgresStore::connect(&server.url(), options).await.expect("connect"));

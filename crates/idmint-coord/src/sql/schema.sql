@@ -47,3 +47,15 @@ CREATE OR REPLACE TRIGGER idmint_counters_never_delete
     BEFORE DELETE ON idmint_counters FOR EACH ROW EXECUTE FUNCTION idmint_refuse();
 CREATE OR REPLACE TRIGGER idmint_counters_never_truncate
     BEFORE TRUNCATE ON idmint_counters FOR EACH STATEMENT EXECUTE FUNCTION idmint_refuse();
+
+-- What the store knows of the cluster's history: the row `history` holds the identity
+-- (`system_identifier=<n> timeline=<n>`) of the cluster that last handed out ranges. A promoted
+-- standby or a point-in-time restore runs on a new timeline (a logical restore on a new
+-- system), so on connecting the store finds the recorded identity differs from the live one
+-- and raises every row by its promotion margins before handing out anything (raise.sql, run
+-- by PostgresStore's history check in one transaction under an advisory lock).
+CREATE TABLE IF NOT EXISTS idmint_meta (
+    key text PRIMARY KEY,
+    value text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);

@@ -89,6 +89,75 @@ impl Postgres {
     ///
     /// As [`start`](Self::start).
     pub fn start_with(settings: &[(&str, &str)]) -> Result<Postgres, HarnessError> {
+        let mut server = Self::prepare(settings)?;
+        server.initdb()?;
+        server.spawn_on_a_free_port()?;
+        server.createdb()?;
+        Ok(server)
+    }
+
+    /// Starts a streaming standby of the server listening on `upstream_port` of 127.0.0.1 (a
+    /// primary, or a proxy in front of one): `pg_basebackup -R` copies its data and writes the
+    /// `primary_conninfo` (to that port) and `standby.signal`, so the standby replicates
+    /// asynchronously, read-only, until [`promote`](Self::promote). The primary must allow
+    /// replication connections (the harness's servers do: trust, `wal_level = replica`).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start), and [`HarnessError::Service`] when pg_basebackup fails.
+    pub fn start_standby(upstream_port: u16) -> Result<Postgres, HarnessError> {
+        let mut server = Self::prepare(&[])?;
+        let (out, err) = server.process.log_files()?;
+        let status = server
+            .command("pg_basebackup")
+            .args(["-h", "127.0.0.1", "-p", &upstream_port.to_string(), "-U", "postgres"])
+            .arg("-D")
+            .arg(&server.data)
+            .args(["-R", "-X", "stream", "-c", "fast", "-N"])
+            .stdout(out)
+            .stderr(err)
+            .status()
+            .map_err(|e| HarnessError::io("cannot run pg_basebackup", e))?;
+        if !status.success() {
+            return Err(HarnessError::Service(format!(
+                "pg_basebackup from port {upstream_port} failed ({status}); see {}",
+                server.log().display()
+            )));
+        }
+        server.spawn_on_a_free_port()?;
+        Ok(server)
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`, waiting until it accepts writes): it
+    /// goes on a new timeline with whatever WAL it had received.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Usage`] when it is not running, [`HarnessError::Service`] when
+    /// `pg_ctl promote` fails (for example on a server that is not a standby).
+    pub fn promote(&self) -> Result<(), HarnessError> {
+        if !self.process.is_running() {
+            return Err(HarnessError::Usage("postgres is not running".into()));
+        }
+        let output = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-w", "-t", "30", "promote"])
+            .output()
+            .map_err(|e| HarnessError::io("cannot run pg_ctl promote", e))?;
+        if !output.status.success() {
+            return Err(HarnessError::Service(format!(
+                "pg_ctl promote failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A server not yet initialised, with its directories and settings.
+    fn prepare(settings: &[(&str, &str)]) -> Result<Postgres, HarnessError> {
         let bin = find_bin()?;
         let run_as = run_as()?;
         let dir = data_dir("postgres")?;
@@ -106,7 +175,7 @@ impl Postgres {
             .chain(settings)
             .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
             .collect();
-        let mut server = Postgres {
+        Ok(Postgres {
             bin,
             run_as,
             port: 0,
@@ -115,16 +184,16 @@ impl Postgres {
             settings,
             process: Process::new(dir.path().join("postgres.log")),
             dir,
-        };
-        server.initdb()?;
+        })
+    }
+
+    /// Starts the server on a free port, trying another if that one was taken meanwhile.
+    fn spawn_on_a_free_port(&mut self) -> Result<(), HarnessError> {
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
-            server.port = free_ports(1)?[0];
-            match server.spawn_and_wait() {
-                Ok(()) => {
-                    server.createdb()?;
-                    return Ok(server);
-                }
+            self.port = free_ports(1)?[0];
+            match self.spawn_and_wait() {
+                Ok(()) => return Ok(()),
                 Err(e) => last = Some(retry_on_lost_port(e)?),
             }
         }
@@ -330,7 +399,7 @@ impl Drop for Postgres {
 /// The directory of the server's programs.
 fn find_bin() -> Result<PathBuf, HarnessError> {
     let complete = |dir: &Path| {
-        ["initdb", "postgres", "pg_ctl", "pg_isready", "createdb", "psql"]
+        ["initdb", "postgres", "pg_ctl", "pg_isready", "createdb", "psql", "pg_basebackup"]
             .iter()
             .all(|program| dir.join(program).is_file())
     };

@@ -1,0 +1,107 @@
+//! T18, `postgres-promotion`: a Postgres primary and an asynchronous streaming standby (its
+//! replication through the harness's proxy), two `idmint serve` with a `sequence` namespace on
+//! them, under HTTP, gRPC and idmint-client load; replication is blackholed for 2–4 s (seeded;
+//! so the standby lags, deterministically), the primary is killed with SIGKILL, one server
+//! (seeded) too, the standby is promoted and that server restarted. The post-promotion bump
+//! must keep the ranges the promoted standby hands out above those the lost primary did;
+//! without it (`no-promotion-bump`) they come out again.
+
+use std::time::Duration;
+
+use idmint_coord::testing::Postgres;
+
+use super::Run;
+use crate::{error::ChaosError, proxy::Proxy};
+
+/// Ranges of one batch each: the primary commits many of them while replication is cut, and
+/// the load stays bound by Postgres commits (sequence IDs are otherwise nearly free, and the
+/// checker holds every ID in memory).
+const SEGMENT: &str =
+    "[server.namespaces.segment]\ninitial_step = 10000\nmin_step = 10000\nmax_step = 10000\n";
+
+/// The scenario (anchor T18).
+pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
+    run.layout("sequence")?;
+    let mut primary = Postgres::start()?;
+    let replication = Proxy::start(run.runtime.handle(), ([127, 0, 0, 1], primary.port()).into())?;
+    let standby = Postgres::start_standby(replication.addr.port())?;
+    // Both hosts; a session is only opened on the one that accepts writes, so the servers
+    // follow the promotion without a restart.
+    let url = format!(
+        "postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/idmint?target_session_attrs=read-write&connect_timeout=2",
+        primary.port(),
+        standby.port()
+    );
+    let config = run.dir.join("postgres.toml");
+    // The data directory holds nothing of a sequence namespace, but it is opened: keep it in
+    // the run's directory.
+    let data = run.dir.join("data");
+    let text = format!(
+        "data_dir = \"{}\"\n\
+         postgres = \"{url}\"\n\
+         postgres_promotion_margin = 1000000000\n\n\
+         [[server.namespaces]]\n\
+         name = \"default\"\n\
+         layout = \"sequence\"\n\n\
+         {SEGMENT}",
+        data.display()
+    );
+    std::fs::write(&config, text).map_err(ChaosError::io("write the server configuration"))?;
+    let extra =
+        ["--config".to_owned(), config.display().to_string(), "--log".into(), "info".into()];
+    for _ in 0..2 {
+        let args = run.with_control(extra.to_vec());
+        let i = run.node(args, false)?;
+        run.start(i)?;
+    }
+    // Paced HTTP clients: sequence IDs are cheap, and a checked history of a few tens of
+    // millions of IDs is enough to show re-issued ranges (the control repeats millions).
+    run.pace = (super::HTTP_BATCH, Duration::from_millis(4));
+    run.http(0, 1, None);
+    run.http(1, 1, None);
+    run.grpc(1);
+    let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
+    run.failover(urls);
+    let d = run.secs(2.0);
+    run.hold(d);
+    replication.blackhole();
+    run.fired("partition_replication", "primary ↔ standby blackholed: the standby lags".into());
+    // How long the standby lags (seeded): 2–4 s of allocations on the primary alone.
+    let lag = Duration::from_millis(run.rng.between(2_000, 4_000));
+    let d = run.secs(lag.as_secs_f64()).max(Duration::from_secs(2));
+    run.hold(d);
+    let sql = "select coalesce(max(max_id), 0) from idmint_segments";
+    let (ahead, behind) = (primary.psql(sql)?, standby.psql(sql)?);
+    primary.kill()?;
+    run.fired(
+        "postgres_primary_kill",
+        format!("primary SIGKILL at max_id {ahead}; the standby has {behind}: the rest is lost"),
+    );
+    // A server that restarts across the failover has no memory of the ranges it used (a
+    // running one refuses a range below its last: the allocator's tripwire), so only the
+    // store's raise keeps it above them.
+    let restarted = run.rng.index(2);
+    run.nodes[restarted].kill9();
+    let name = run.nodes[restarted].name.clone();
+    run.fired("kill9", format!("{name} SIGKILL, restarted after the promotion"));
+    run.hold(Duration::from_secs(1));
+    standby.promote()?;
+    run.fired("postgres_promote", "pg_ctl promote: the lagging standby is the primary".into());
+    run.start(restarted)?;
+    let d = run.secs(4.0).max(Duration::from_secs(3));
+    run.hold(d);
+    // Clients and servers stop before the databases go away with this function.
+    run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for thread in run.threads.drain(..) {
+        let _ = thread.join();
+    }
+    for task in run.tasks.drain(..) {
+        let _ = run
+            .runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+    }
+    for node in &mut run.nodes {
+        node.terminate();
+    }
+    Ok(())
+}
