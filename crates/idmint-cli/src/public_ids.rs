@@ -109,7 +109,7 @@ pub(crate) fn keygen(args: &KeygenArgs, out: &mut impl Write) -> anyhow::Result<
 /// A new secret from the operating system's generator: an AES-256 key, or an odd multiplier.
 fn secret(method: PublicIdMethod) -> anyhow::Result<Vec<u8>> {
     let mut bytes = vec![0; if method == PublicIdMethod::Ff1 { 32 } else { 16 }];
-    getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("no random bytes: {e}"))?;
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no random bytes: {e}"))?;
     if method == PublicIdMethod::Multiply {
         bytes[15] |= 1;
     }
