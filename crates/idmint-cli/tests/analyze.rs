@@ -8,29 +8,12 @@ mod common;
 #[path = "../../idmint-server/tests/common/http.rs"]
 mod http;
 
-use std::{
-    io::Write,
-    process::{Command, Output, Stdio},
-};
+use std::process::{Command, Output};
 
 use crate::common::idmint;
 
-/// `idmint <args>` with `input` on stdin.
 fn analyze(args: &[&str], input: &[u8]) -> Output {
-    let mut child = idmint(args, &[])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start idmint");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let output = child.wait_with_output().expect("idmint runs");
-    writer.join().expect("the writer");
-    output
+    common::with_input(args, input)
 }
 
 /// Decimal lines of `count` splitmix64 values from `seed`.

@@ -48,6 +48,24 @@ pub(crate) fn idmint<A: AsRef<OsStr>>(
     command
 }
 
+/// `idmint <args>` (clean environment) with `input` written to its stdin, to the end.
+pub(crate) fn with_input(args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut child = idmint(args, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start idmint");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut stdin, &input);
+    });
+    let output = child.wait_with_output().expect("idmint runs");
+    writer.join().expect("the writer");
+    output
+}
+
 /// Polls `ready` every few milliseconds until it holds or `timeout` passes; whether it held.
 pub(crate) fn poll(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
