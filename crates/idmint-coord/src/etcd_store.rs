@@ -16,7 +16,10 @@ use crate::{
 /// The backend name in errors and [`CounterStore::name`].
 const BACKEND: &str = "etcd";
 /// How often a step is retried when other writers keep winning the compare.
-const ATTEMPTS: usize = 64;
+const ATTEMPTS: usize = 1_000;
+/// Lost races retried at once with the value the losing transaction read; after that, each
+/// retry first waits a random while and reads the key again.
+const EAGER_ATTEMPTS: usize = 4;
 
 /// Settings of [`EtcdStore`]. Build it with struct-update syntax from
 /// [`EtcdStoreOptions::default`].
@@ -56,8 +59,9 @@ impl Default for EtcdStoreOptions {
 ///
 /// A step (a counter's increment, or a segment's range) is one transaction: *if the key's mod
 /// revision is still the one I read, put the new value, else read it again*; on a lost race it
-/// retries with what it read (up to 64 times). etcd transactions are linearizable and durable
-/// on a quorum before they return, so a value or range is returned once only. A transaction
+/// retries with what it read, and after four lost races waits a random while (up to 3.2 ms,
+/// growing) and reads the key afresh before each try, up to 1,000 tries. etcd transactions
+/// are linearizable and durable on a quorum before they return, so a value or range is returned once only. A transaction
 /// whose answer was lost (a timeout) may have counted: its value or range is skipped, never
 /// returned twice. A restored etcd snapshot brings the keys back: see `idmint lease
 /// adopt-cluster` for marks; segments and counters then need the same care as a Postgres
@@ -125,7 +129,20 @@ impl EtcdStore {
         // Start by assuming the key is absent (mod revision 0): a new key then costs one
         // transaction; an existing one costs two, the first reading it.
         let (mut value, mut revision) = (0, 0);
-        for _ in 0..ATTEMPTS {
+        for attempt in 0..ATTEMPTS {
+            if attempt >= EAGER_ATTEMPTS {
+                // Lost several races: wait a random while, longer each time, then read the key
+                // afresh, so that many writers on one key stop colliding (tight retries starved
+                // one of ten processes for 64 rounds in a row; waiting on a value read before
+                // the wait only makes it staler).
+                tokio::time::sleep(backoff(attempt - EAGER_ATTEMPTS)).await;
+                let mut client = self.client.clone();
+                let read = call(what, self.options.request_timeout, client.get(key, None)).await?;
+                (value, revision) = match read.kvs().first() {
+                    Some(kv) => (parse(key, kv.value())?, kv.mod_revision()),
+                    None => (0, 0),
+                };
+            }
             let (answer, next) = step(value)?;
             let txn = Txn::new()
                 .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
@@ -178,6 +195,16 @@ impl SegmentStore for EtcdStore {
         let key = format!("{}segments/{namespace}", self.options.prefix);
         self.bump(&key, "fetch a segment", |max_id| range_after(namespace, max_id, step)).await
     }
+}
+
+/// A random wait in `0..100 µs · 2^min(attempt, 5)` (up to 3.2 ms).
+fn backoff(attempt: usize) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+
+    // Each `RandomState` is seeded afresh: a cheap source of jitter, without a dependency.
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    let ceiling_us = 100_u64 << attempt.min(5);
+    Duration::from_micros(random % ceiling_us)
 }
 
 fn parse(key: &str, bytes: &[u8]) -> Result<u64, Error> {
