@@ -61,9 +61,9 @@ impl Default for EtcdStoreOptions {
 /// revision is still the one I read, put the new value, else read it again*; on a lost race it
 /// retries with what it read, and after four lost races waits a random while (up to 3.2 ms,
 /// growing) and reads the key afresh before each try, up to 1,000 tries. etcd transactions
-/// are linearizable and durable on a quorum before they return, so a value or range is returned once only. A transaction
-/// whose answer was lost (a timeout) may have counted: its value or range is skipped, never
-/// returned twice. A restored etcd snapshot brings the keys back: see `idmint lease
+/// are linearizable and durable on a quorum before they return, so a value or range is
+/// returned once only. A transaction whose answer was lost (a timeout) may have counted: its
+/// value or range is skipped, never returned twice. A restored etcd snapshot brings the keys back: see `idmint lease
 /// adopt-cluster` for marks; segments and counters then need the same care as a Postgres
 /// restore (RELIABILITY.md).
 ///
