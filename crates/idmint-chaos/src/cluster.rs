@@ -243,16 +243,7 @@ impl Node {
         let Some(pid) = self.pid() else {
             return Err(ChaosError::Server(format!("{} does not run", self.name)));
         };
-        // The shell's own `kill` (no procps needed); the PID is an argument, not code.
-        let sent = Command::new("sh")
-            .args(["-c", "kill \"$0\" \"$1\"", &format!("-{signal}"), &pid.to_string()])
-            .status()
-            .map_err(ChaosError::io("run kill"))?;
-        if sent.success() {
-            Ok(())
-        } else {
-            Err(ChaosError::Server(format!("kill -{signal} {pid} failed")))
-        }
+        signal_pid(pid, signal)
     }
 
     /// SIGKILL, and reap.
@@ -333,4 +324,18 @@ pub(crate) fn http_status(addr: SocketAddr, target: &str) -> Option<u16> {
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// `kill -<signal> <pid>` on a process this run started.
+pub(crate) fn signal_pid(pid: u32, signal: &str) -> Result<(), ChaosError> {
+    // The shell's own `kill` (no procps needed); the PID is an argument, not code.
+    let sent = Command::new("sh")
+        .args(["-c", "kill \"$0\" \"$1\"", &format!("-{signal}"), &pid.to_string()])
+        .status()
+        .map_err(ChaosError::io("run kill"))?;
+    if sent.success() {
+        Ok(())
+    } else {
+        Err(ChaosError::Server(format!("kill -{signal} {pid} failed")))
+    }
 }

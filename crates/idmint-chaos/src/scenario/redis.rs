@@ -173,14 +173,5 @@ fn set_shard(idmint: &Path, url: &str) -> Result<(), ChaosError> {
 
 /// `kill -<signal> <pid>` on a Redis process this run started.
 fn signal(pid: u32, signal: &str) -> Result<(), ChaosError> {
-    // The shell's own `kill` (no procps needed); the PID is an argument, not code.
-    let sent = Command::new("sh")
-        .args(["-c", "kill \"$0\" \"$1\"", &format!("-{signal}"), &pid.to_string()])
-        .status()
-        .map_err(ChaosError::io("run kill"))?;
-    if sent.success() {
-        Ok(())
-    } else {
-        Err(ChaosError::Server(format!("kill -{signal} {pid} failed")))
-    }
+    crate::cluster::signal_pid(pid, signal)
 }
