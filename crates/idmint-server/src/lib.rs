@@ -66,6 +66,7 @@ mod listener;
 mod metrics;
 mod namespace;
 mod openapi;
+mod ticker;
 mod web;
 
 use std::sync::{

@@ -302,11 +302,9 @@ impl GeneratorIssuer {
                 Ok(Next::Wait { until_ms }) => {
                     NamespaceMetrics::add(&self.ns.metrics.sequence_exhaustions, 1);
                     let wait = until_ms.saturating_sub(now).max(1);
-                    let wake = Instant::now() + Duration::from_millis(wait);
-                    if wake > deadline {
-                        return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms: wait });
+                    if let Err(wait_ms) = clocks.wait_ticks(wait, deadline).await {
+                        return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms });
                     }
-                    tokio::time::sleep_until(wake).await;
                     NamespaceMetrics::add(&self.ns.metrics.waited_ms, wait);
                 }
                 Err(idmint_core::Error::WindowExhausted { .. }) => {
