@@ -228,6 +228,7 @@ same_fields! {
         auth,
         source,
         order,
+        generator_ids,
     }
 }
 

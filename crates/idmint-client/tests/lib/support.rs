@@ -178,6 +178,7 @@ async fn fake_namespaces(State(script): State<Arc<Script>>) -> axum::Json<Namesp
             auth: false,
             source: "generator".into(),
             order: "increasing".into(),
+            generator_ids: vec![generator],
         }],
     })
 }
