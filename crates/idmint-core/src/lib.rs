@@ -63,6 +63,7 @@ mod any;
 mod bits;
 mod clock;
 mod decimal_id;
+mod detect;
 mod error;
 mod field;
 mod flake;
@@ -96,6 +97,7 @@ pub use crate::{
     bits::{BitField, BitLayout, FieldConfig, LayoutConfig},
     clock::{Anchor, Clock, SystemClock},
     decimal_id::{DecimalId, DecimalIdBatch, DecimalIdGenerator, DecimalIdParts},
+    detect::{Candidate, DetectedField, PLAUSIBLE_FROM_MS, detect},
     error::Error,
     field::{FieldInfo, FieldRole, FieldValue, Segment},
     flake::{Flake, FlakeParts},
