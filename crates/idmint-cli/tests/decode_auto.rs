@@ -349,7 +349,10 @@ fn table_shows_the_best_then_the_others() {
     assert_eq!(first[first.len() - 2], "other candidates, best first:", "{text}");
     assert!(first[first.len() - 1].trim_start().starts_with("xid-hex"), "{text}");
     let second = text.split("\n\n").nth(1).expect("a second table");
-    assert!(second.starts_with("layout ") && second.lines().next().unwrap().ends_with(" ulid"), "{text}");
+    assert!(
+        second.starts_with("layout ") && second.lines().next().unwrap().ends_with(" ulid"),
+        "{text}"
+    );
     assert!(!second.contains("other candidates"), "{text}");
 }
 

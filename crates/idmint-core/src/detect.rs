@@ -297,8 +297,9 @@ fn rank(marker: bool, timing: &Timing, now_ms: u64) -> (u32, String) {
         Timing::At(ms) if ms < PLAUSIBLE_FROM_MS => (0, "time before 2000".to_owned()),
         Timing::At(ms) if ms > until => (0, "time more than a day after now".to_owned()),
         Timing::At(ms) => {
-            let span = (until - PLAUSIBLE_FROM_MS).max(1);
-            let closeness = 999 - ms.abs_diff(now_ms).min(span) * 999 / span;
+            let span = u128::from((until - PLAUSIBLE_FROM_MS).max(1));
+            let distance = u128::from(ms.abs_diff(now_ms)).min(span);
+            let closeness = 999 - distance * 999 / span;
             (2000 + closeness as u32, "time inside [2000-01-01, now + 1 day]".to_owned())
         }
     };
@@ -338,5 +339,9 @@ mod tests {
         check(false, Timing::Relative(NOW), 1000);
         check(true, Timing::None, 4000);
         check(false, Timing::Before1970, 0);
+        // Any clock, however wild, ranks without overflow.
+        assert_eq!(rank(false, &Timing::At(u64::MAX), u64::MAX).0, 2999);
+        assert_eq!(rank(false, &Timing::At(PLAUSIBLE_FROM_MS), u64::MAX).0, 2000);
+        assert_eq!(rank(false, &Timing::At(PLAUSIBLE_FROM_MS), 0).0, 0);
     }
 }
