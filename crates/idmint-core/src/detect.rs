@@ -125,10 +125,10 @@ pub fn detect(text: &str, now_ms: u64) -> Result<Vec<Candidate>, Error> {
         {
             continue;
         }
-        if let Some(bytes) = known.read(text) {
-            if let Some(candidate) = reading(known, text, &bytes, now_ms) {
-                found.push((candidate, true));
-            }
+        if let Some(candidate) =
+            known.read(text).and_then(|bytes| reading(known, text, &bytes, now_ms))
+        {
+            found.push((candidate, true));
         }
     }
     for (name, _) in Layout::builtins() {
