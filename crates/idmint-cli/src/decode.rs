@@ -14,26 +14,26 @@ use crate::layout_arg::{LayoutArgs, format_for, parse_format};
 
 /// The arguments of `idmint decode`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
+#[command(after_help = "With --layout auto, each ID is read as every format it fits: the built-in
+layouts (see `idmint layouts`; snowflake is Twitter's), UUID v1-v8 (with Nil and Max), ULID,
+KSUID, xid, MongoDB ObjectId, SCRU128, TSID, and Discord, Instagram and Mastodon IDs. The
+candidates are ranked, best first: +3000 when marker bits match (a UUID's version and
+variant); 2000-2999 for a time inside [2000-01-01, now + 1 day], more the closer to now; 1000
+without a time (or with one that wraps, as trace-id's does); 0 for a time outside that window.
+A bare integer fits many layouts alike: the best is then the most plausible time, not a
+certainty. The table shows the best candidate, then the others one line each; --json adds
+`candidates`, best first, each with its score and reason. --format and --epoch do not apply.
+
+Examples:
   idmint decode 1541815603606036480
   idmint decode --layout flake --json 5828128208445124609
   idmint decode --layout flake --format base64le BXDOxnfZflk=
   idmint decode --layout lable cb54ecf2840a0015
   idmint decode --layout hot-guid --json 61ff0f80-981e-12e9-3401-e241d0000000
-  idmint gen -n 3 | idmint decode --json
-  idmint decode --layout auto 017F22E2-79B0-7CC3-98C4-DC0C0C07398F 0ujtsYcgvSTl8PAuAdqWYSMnLOv
+  idmint decode --layout auto 017F22E2-79B0-7CC3-98C4-DC0C0C07398F
+  idmint decode --layout auto 0ujtsYcgvSTl8PAuAdqWYSMnLOv 9m4e2mr0ui3e8a215n4g
   idmint decode --layout auto --json 175928847299117063
-
-With --layout auto, each ID is read as every format it fits: the built-in layouts (see
-`idmint layouts`; snowflake is Twitter's), UUID v1-v8 (with Nil and Max), ULID, KSUID, xid,
-MongoDB ObjectId, SCRU128, TSID, and Discord, Instagram and Mastodon IDs. The candidates are
-ranked, best first: +3000 when marker bits match (a UUID's version and variant); 2000-2999
-for a time inside [2000-01-01, now + 1 day], more the closer to now; 1000 without a time (or
-with one that wraps, such as trace-id's); 0 for a time outside that window. A bare integer
-fits many layouts alike: the best is then the most plausible time, not a certainty. The table
-shows the best candidate, then the others one line each; --json adds `candidates`, best
-first, each with its score and reason. --format and --epoch do not apply: the text form is
-recognised.")]
+  idmint gen -n 3 | idmint decode --json")]
 pub(crate) struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
