@@ -29,15 +29,15 @@ enum Rank {
 #[derive(Debug, Clone)]
 struct Case {
     id: String,
-    layout: &'static str,
+    layout: String,
     /// The expected time as RFC 3339, or a prefix of it (to the peer's precision); `None`
     /// for formats without time.
     time: Option<String>,
     rank: Rank,
 }
 
-fn case(id: impl Into<String>, layout: &'static str, time: Option<&str>, rank: Rank) -> Case {
-    Case { id: id.into(), layout, time: time.map(str::to_owned), rank }
+fn case(id: impl Into<String>, layout: &str, time: Option<&str>, rank: Rank) -> Case {
+    Case { id: id.into(), layout: layout.to_owned(), time: time.map(str::to_owned), rank }
 }
 
 /// Unix ms as the CLI prints them.
@@ -91,10 +91,10 @@ fn check(cases: &[Case], via_stdin: bool) {
         assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{}: not best first: {scores:?}", case.id);
         let found = candidates
             .iter()
-            .find(|c| c["layout"] == case.layout)
+            .find(|c| c["layout"] == case.layout.as_str())
             .unwrap_or_else(|| panic!("{}: no {} candidate in {got}", case.id, case.layout));
         if case.rank == Rank::Best {
-            assert_eq!(got["layout"], case.layout, "{}: {got}", case.id);
+            assert_eq!(got["layout"], case.layout.as_str(), "{}: {got}", case.id);
         }
         match &case.time {
             None => assert_eq!(found["time"], Value::Null, "{}", case.id),
@@ -288,14 +288,9 @@ fn every_builtin_layout_is_a_candidate() {
         let generated: Value = serde_json::from_slice(&made.stdout).expect("gen --json");
         let id = generated["id"].as_str().expect("id").to_owned();
         let time = generated["time"].as_str().map(str::to_owned);
-        cases.push(Case { id, layout: leak(name), time, rank: Rank::Listed });
+        cases.push(Case { id, layout: name.clone(), time, rank: Rank::Listed });
     }
     check(&cases, false);
-}
-
-/// A layout name for a `Case` (tests only; a dozen short strings).
-fn leak(name: &str) -> &'static str {
-    Box::leak(name.to_owned().into_boxed_str())
 }
 
 /// What matches nothing is refused: one `error:` line naming what was tried, a non-zero exit,

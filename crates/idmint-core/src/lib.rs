@@ -58,6 +58,12 @@
 //!
 //! [`Layout`] names any built-in or custom layout and encodes, decodes, parses, explains and
 //! generates it without knowing its type at compile time. The CLI and the server use it.
+//!
+//! # IDs of unknown origin
+//!
+//! [`detect`] names what an ID is: every built-in layout, and UUID v1–v8, ULID, KSUID, xid,
+//! ObjectId, SCRU128, TSID, Discord, Instagram and Mastodon IDs, each with its fields and time,
+//! most plausible first (`idmint decode --layout auto`).
 
 mod any;
 mod bits;
