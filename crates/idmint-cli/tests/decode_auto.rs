@@ -34,10 +34,26 @@ struct Case {
     /// for formats without time.
     time: Option<String>,
     rank: Rank,
+    /// Fields the candidate must have, with these values (numbers, or hex text above 64 bits).
+    fields: Vec<(&'static str, Value)>,
+}
+
+impl Case {
+    /// The same case, also checking a field's value.
+    fn with(mut self, name: &'static str, value: impl Into<Value>) -> Self {
+        self.fields.push((name, value.into()));
+        self
+    }
 }
 
 fn case(id: impl Into<String>, layout: &str, time: Option<&str>, rank: Rank) -> Case {
-    Case { id: id.into(), layout: layout.to_owned(), time: time.map(str::to_owned), rank }
+    Case {
+        id: id.into(),
+        layout: layout.to_owned(),
+        time: time.map(str::to_owned),
+        rank,
+        fields: Vec::new(),
+    }
 }
 
 /// Unix ms as the CLI prints them.
@@ -109,6 +125,9 @@ fn check(cases: &[Case], via_stdin: bool) {
             }
         }
         assert!(found["fields"].as_object().is_some_and(|f| !f.is_empty()), "{}", case.id);
+        for (name, value) in &case.fields {
+            assert_eq!(&found["fields"][name], value, "{}: field {name}", case.id);
+        }
     }
 }
 
@@ -150,12 +169,18 @@ fn specification_examples() {
         // The ULID README's example.
         case("01ARZ3NDEKTSV4RRFFQ69G5FAV", "ulid", Some("2016-07-30T23:54:10.259Z"), Best),
         // The KSUID README: "Time: 2017-10-09 21:00:47 -0700 PDT".
-        case("0ujtsYcgvSTl8PAuAdqWYSMnLOv", "ksuid", Some("2017-10-10T04:00:47.000Z"), Best),
+        case("0ujtsYcgvSTl8PAuAdqWYSMnLOv", "ksuid", Some("2017-10-10T04:00:47.000Z"), Best)
+            .with("timestamp", 107_608_047)
+            .with("payload", "b5a1cd34b5f99d1154fb6853345c9735"),
         // MongoDB's manual: ObjectId("507f191e810c19729de860ea").getTimestamp() is
         // ISODate("2012-10-17T20:46:22Z").
         case("507f191e810c19729de860ea", "objectid", Some("2012-10-17T20:46:22.000Z"), Best),
-        // Discord's API reference: 175928847299117063 is 2016-04-30 11:18:25.796 UTC.
-        case("175928847299117063", "discord", Some("2016-04-30T11:18:25.796Z"), Listed),
+        // Discord's API reference: 175928847299117063 is 2016-04-30 11:18:25.796 UTC, worker 1,
+        // process 0, increment 7.
+        case("175928847299117063", "discord", Some("2016-04-30T11:18:25.796Z"), Listed)
+            .with("worker", 1)
+            .with("process", 0)
+            .with("increment", 7),
         // Twitter's Tweet object example: id 1050118621198921728, "created_at": "Wed Oct 10
         // 20:19:24 +0000 2018" (seconds only). Twitter's layout is idmint's `snowflake`.
         case("1050118621198921728", "snowflake", Some("2018-10-10T20:19:24"), Listed),
@@ -170,7 +195,9 @@ fn specification_examples() {
             "instagram",
             Some("2011-09-09T22:28:04.721Z"),
             Listed,
-        ),
+        )
+        .with("shard", 1341)
+        .with("sequence", 905),
     ];
     check(&cases, false);
     // The same IDs on stdin.
@@ -288,7 +315,7 @@ fn every_builtin_layout_is_a_candidate() {
         let generated: Value = serde_json::from_slice(&made.stdout).expect("gen --json");
         let id = generated["id"].as_str().expect("id").to_owned();
         let time = generated["time"].as_str().map(str::to_owned);
-        cases.push(Case { id, layout: name.clone(), time, rank: Rank::Listed });
+        cases.push(Case { id, layout: name.clone(), time, rank: Rank::Listed, fields: Vec::new() });
     }
     check(&cases, false);
 }
