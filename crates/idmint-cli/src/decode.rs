@@ -1,5 +1,8 @@
 //! `idmint decode`: shows the fields of IDs and when they were issued, as tables or as JSON
-//! lines; the IDs come from the command line or, one per line, from stdin.
+//! lines; the IDs come from the command line or, one per line, from stdin. `--layout auto`
+//! (in `auto.rs`) names the format of each ID first.
+
+mod auto;
 
 use std::io::{BufRead, Write};
 
@@ -11,12 +14,25 @@ use crate::layout_arg::{LayoutArgs, format_for, parse_format};
 
 /// The arguments of `idmint decode`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
+#[command(after_help = "With --layout auto, each ID is read as every format it fits: the built-in
+layouts (see `idmint layouts`; snowflake is Twitter's), UUID v1-v8 (with Nil and Max), ULID,
+KSUID, xid, MongoDB ObjectId, SCRU128, TSID, and Discord, Instagram and Mastodon IDs. The
+candidates are ranked, best first: +3000 when marker bits match (a UUID's version and
+variant); 2000-2999 for a time inside [2000-01-01, now + 1 day], more the closer to now; 1000
+without a time (or with one that wraps, as trace-id's does); 0 for a time outside that window.
+A bare integer fits many layouts alike: the best is then the most plausible time, not a
+certainty. The table shows the best candidate, then the others one line each; --json adds
+`candidates`, best first, each with its score and reason. --format and --epoch do not apply.
+
+Examples:
   idmint decode 1541815603606036480
   idmint decode --layout flake --json 5828128208445124609
   idmint decode --layout flake --format base64le BXDOxnfZflk=
   idmint decode --layout lable cb54ecf2840a0015
   idmint decode --layout hot-guid --json 61ff0f80-981e-12e9-3401-e241d0000000
+  idmint decode --layout auto 017F22E2-79B0-7CC3-98C4-DC0C0C07398F
+  idmint decode --layout auto 0ujtsYcgvSTl8PAuAdqWYSMnLOv 9m4e2mr0ui3e8a215n4g
+  idmint decode --layout auto --json 175928847299117063
   idmint gen -n 3 | idmint decode --json")]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -69,6 +85,18 @@ impl Serialize for Fields<'_> {
 /// Runs `idmint decode`: every ID given, or every line of stdin. Stops at the first ID that
 /// does not decode, naming its line.
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
+    if args.layout.layout == auto::AUTO && args.layout.layout_file.is_none() {
+        if args.format.is_some() || args.layout.epoch.is_some() {
+            anyhow::bail!(
+                "--format and --epoch cannot be used with --layout auto: the text form and the format are recognised"
+            );
+        }
+        let now_ms = SystemClock.now_ms();
+        let mut first = true;
+        return each_id(&args.ids, out, |text, out| {
+            auto::write(text, now_ms, args.json, &mut first, out)
+        });
+    }
     let layout = args.layout.resolve(None)?;
     let format = format_for(&layout, args.format)?;
     let now_ms = SystemClock.now_ms();
@@ -87,7 +115,16 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
             write_table(&layout, id, now_ms, out)
         }
     };
-    if args.ids.is_empty() || args.ids == ["-"] {
+    each_id(&args.ids, out, &mut one)
+}
+
+/// Calls `one` on every ID given, or on every non-blank line of stdin (with `-` or none).
+fn each_id<W: Write>(
+    ids: &[String],
+    out: &mut W,
+    mut one: impl FnMut(&str, &mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if ids.is_empty() || ids == ["-"] {
         let stdin = std::io::stdin();
         for (number, line) in stdin.lock().lines().enumerate() {
             let line = line.context("cannot read stdin")?;
@@ -97,7 +134,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
             }
         }
     } else {
-        for text in &args.ids {
+        for text in ids {
             one(text, out)?;
         }
     }

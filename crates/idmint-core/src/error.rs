@@ -100,6 +100,15 @@ pub enum Error {
     /// elfo's third validation rule: the timestamp is too far from now.
     #[error("invalid timestamp")]
     InvalidTimestamp,
+    /// `idmint decode --layout auto` ([`detect`](crate::detect)): the text is an ID of no
+    /// format it knows.
+    #[error("`{text}` is not an ID of any known format (tried: {tried})")]
+    Unrecognized {
+        /// The text, shortened to 40 characters.
+        text: String,
+        /// The names of the formats tried, comma-separated.
+        tried: String,
+    },
     /// The bits of an ID do not form a valid value of its layout.
     #[error("invalid {layout} id: {reason}")]
     InvalidId {

@@ -58,11 +58,18 @@
 //!
 //! [`Layout`] names any built-in or custom layout and encodes, decodes, parses, explains and
 //! generates it without knowing its type at compile time. The CLI and the server use it.
+//!
+//! # IDs of unknown origin
+//!
+//! [`detect`] names what an ID is: every built-in layout, and UUID v1–v8, ULID, KSUID, xid,
+//! ObjectId, SCRU128, TSID, Discord, Instagram and Mastodon IDs, each with its fields and time,
+//! most plausible first (`idmint decode --layout auto`).
 
 mod any;
 mod bits;
 mod clock;
 mod decimal_id;
+mod detect;
 mod error;
 mod field;
 mod flake;
@@ -96,6 +103,7 @@ pub use crate::{
     bits::{BitField, BitLayout, FieldConfig, LayoutConfig},
     clock::{Anchor, Clock, SystemClock},
     decimal_id::{DecimalId, DecimalIdBatch, DecimalIdGenerator, DecimalIdParts},
+    detect::{Candidate, DetectedField, PLAUSIBLE_FROM_MS, detect},
     error::Error,
     field::{FieldInfo, FieldRole, FieldValue, Segment},
     flake::{Flake, FlakeParts},

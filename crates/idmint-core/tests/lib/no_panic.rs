@@ -5,7 +5,7 @@
 use idmint_core::{
     AnyId, BitLayout, DecimalId, FieldConfig, FieldRole, Flake, Format, GeneratorConfig, HotGuid,
     Icicle, Js53, Lable, LableMode, Layout, LayoutConfig, Snowflake, Sonyflake, TraceId,
-    TraceIdValidator, format_rfc3339_ms, parse_rfc3339_ms,
+    TraceIdValidator, detect, format_rfc3339_ms, parse_rfc3339_ms,
 };
 use proptest::{prelude::*, sample::select};
 
@@ -117,6 +117,28 @@ proptest! {
         let _ = text.parse::<LableMode>();
         let _ = Layout::builtin(&text);
         let _ = parse_rfc3339_ms(&text);
+    }
+
+    /// `detect` (`decode --layout auto`) on arbitrary text and text of the other formats'
+    /// alphabets, with any clock: candidates or an error, best first, never a panic.
+    #[test]
+    fn detecting_any_text(
+        text in prop_oneof![
+            any_text(),
+            "[0-9A-Za-z]{12,28}",
+            "[0-9a-v]{19,21}",
+            "(urn:uuid:|\\{)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\\}?",
+            "[0-9]{1,22}",
+        ],
+        now in prop_oneof![any::<u64>(), 1_600_000_000_000u64..1_900_000_000_000],
+    ) {
+        match detect(&text, now) {
+            Ok(candidates) => {
+                prop_assert!(!candidates.is_empty());
+                prop_assert!(candidates.windows(2).all(|w| w[0].score >= w[1].score));
+            }
+            Err(err) => prop_assert!(err.to_string().contains("tried: ")),
+        }
     }
 
     /// RFC 3339 parsing of damaged and wild times; what is accepted renders back to itself.
