@@ -170,11 +170,17 @@ async fn every_call_answers() {
     assert_eq!(next.text, format!("{id:016x}"));
 
     // Batch: after the single ID, increasing.
-    let batch =
-        within("batch", client.batch(BatchRequest { namespace: "default".into(), count: 1000 }))
-            .await
-            .unwrap()
-            .into_inner();
+    let batch = within(
+        "batch",
+        client.batch(BatchRequest {
+            namespace: "default".into(),
+            count: 1000,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap()
+    .into_inner();
     assert_eq!(batch.ids.len(), 1000);
     assert!(batch.ids128.is_empty());
     assert!(batch.ids[0] > id);
@@ -225,11 +231,13 @@ async fn every_call_answers() {
             .into_inner();
     let guid = next.id_u128().expect("a 128-bit id");
     assert_eq!(next.id_u64(), None);
-    let batch =
-        within("batch guid", client.batch(BatchRequest { namespace: "guid".into(), count: 500 }))
-            .await
-            .unwrap()
-            .into_inner();
+    let batch = within(
+        "batch guid",
+        client.batch(BatchRequest { namespace: "guid".into(), count: 500, ..Default::default() }),
+    )
+    .await
+    .unwrap()
+    .into_inner();
     assert!(batch.ids.is_empty());
     assert_eq!(batch.ids128.len(), 500 * 16);
     let guids: Vec<u128> = batch.u128s().collect();
@@ -253,8 +261,10 @@ async fn every_call_answers() {
     // The token namespace, with its token.
     let batch = within(
         "batch secret",
-        client
-            .batch(with_token(BatchRequest { namespace: "secret".into(), count: 3 }, Some(TOKEN))),
+        client.batch(with_token(
+            BatchRequest { namespace: "secret".into(), count: 3, ..Default::default() },
+            Some(TOKEN),
+        )),
     )
     .await
     .unwrap()
@@ -278,7 +288,12 @@ async fn every_call_answers() {
 async fn stream_sends_batches_of_distinct_increasing_ids() {
     let running = Running::start(config(vec![NamespaceConfig::default()])).await;
     let mut client = running.client().await;
-    let request = StreamRequest { namespace: "default".into(), batch_size: 4096, batches: 10 };
+    let request = StreamRequest {
+        namespace: "default".into(),
+        batch_size: 4096,
+        batches: 10,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     let (batches, status) = drain_stream(&mut stream).await;
     assert!(status.is_none(), "the stream ended with {status:?}");
@@ -289,7 +304,12 @@ async fn stream_sends_batches_of_distinct_increasing_ids() {
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 40_960);
 
     // A batch size above max_batch is lowered to it.
-    let request = StreamRequest { namespace: String::new(), batch_size: 1_000_000, batches: 2 };
+    let request = StreamRequest {
+        namespace: String::new(),
+        batch_size: 1_000_000,
+        batches: 2,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     let (batches, status) = drain_stream(&mut stream).await;
     assert!(status.is_none(), "the stream ended with {status:?}");
@@ -310,7 +330,12 @@ async fn a_cancelled_stream_stops_issuing() {
         .initial_stream_window_size(64 * 1024)
         .initial_connection_window_size(64 * 1024);
     let mut client = IdMintClient::new(within("connect", endpoint.connect()).await.unwrap());
-    let request = StreamRequest { namespace: String::new(), batch_size: 1000, batches: 0 };
+    let request = StreamRequest {
+        namespace: String::new(),
+        batch_size: 1000,
+        batches: 0,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     for _ in 0..3 {
         let batch = within("message", stream.message()).await.unwrap().expect("a batch");
@@ -368,7 +393,10 @@ async fn bad_input_gets_the_right_status() {
     let running = Running::start(three_namespaces()).await;
     let mut client = running.client().await;
     let batch = |namespace: &str, count: u64, token: Option<&str>| {
-        let request = with_token(BatchRequest { namespace: namespace.into(), count }, token);
+        let request = with_token(
+            BatchRequest { namespace: namespace.into(), count, ..Default::default() },
+            token,
+        );
         batch_call(client.clone(), request)
     };
     let cases: Vec<(Case, Result<(), Status>)> = vec![
@@ -403,8 +431,11 @@ async fn bad_input_gets_the_right_status() {
                 error: "unauthorized",
             },
             {
-                let mut request =
-                    Request::new(BatchRequest { namespace: "secret".into(), count: 1 });
+                let mut request = Request::new(BatchRequest {
+                    namespace: "secret".into(),
+                    count: 1,
+                    ..Default::default()
+                });
                 request
                     .metadata_mut()
                     .insert("authorization", format!("Basic {TOKEN}").parse().unwrap());
@@ -486,7 +517,12 @@ async fn bad_input_gets_the_right_status() {
                 error: "bad_request",
             },
             client
-                .stream(StreamRequest { namespace: String::new(), batch_size: 0, batches: 1 })
+                .stream(StreamRequest {
+                    namespace: String::new(),
+                    batch_size: 0,
+                    batches: 1,
+                    ..Default::default()
+                })
                 .await
                 .map(drop),
         ),
@@ -497,7 +533,12 @@ async fn bad_input_gets_the_right_status() {
                 error: "unknown_namespace",
             },
             client
-                .stream(StreamRequest { namespace: "nope".into(), batch_size: 1, batches: 1 })
+                .stream(StreamRequest {
+                    namespace: "nope".into(),
+                    batch_size: 1,
+                    batches: 1,
+                    ..Default::default()
+                })
                 .await
                 .map(drop),
         ),
@@ -508,7 +549,12 @@ async fn bad_input_gets_the_right_status() {
                 error: "unauthorized",
             },
             client
-                .stream(StreamRequest { namespace: "secret".into(), batch_size: 1, batches: 1 })
+                .stream(StreamRequest {
+                    namespace: "secret".into(),
+                    batch_size: 1,
+                    batches: 1,
+                    ..Default::default()
+                })
                 .await
                 .map(drop),
         ),
@@ -612,14 +658,25 @@ async fn shutdown_drains_both_apis_before_persisting() {
     let mut client = running.client().await;
 
     // An endless stream, read for a while.
-    let request = StreamRequest { namespace: String::new(), batch_size: 1000, batches: 0 };
+    let request = StreamRequest {
+        namespace: String::new(),
+        batch_size: 1000,
+        batches: 0,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     let first = within("message", stream.message()).await.unwrap().unwrap();
 
     // A slow batch, in flight when the token is cancelled.
     let mut slow_client = client.clone();
     let slow = tokio::spawn(async move {
-        slow_client.batch(BatchRequest { namespace: "slow".into(), count: SLOW_BATCH }).await
+        slow_client
+            .batch(BatchRequest {
+                namespace: "slow".into(),
+                count: SLOW_BATCH,
+                ..Default::default()
+            })
+            .await
     });
     within("the slow batch to be issuing", async {
         while running.metric("idmint_sequence_exhaustions_total{namespace=\"slow\"}") == 0 {
@@ -679,9 +736,12 @@ async fn serve_grpc_alone_shuts_down_in_order() {
     let task =
         tokio::spawn(idmint_server::serve_grpc(Arc::clone(&server), listener, shutdown.clone()));
     let mut client = within("connect", IdMintClient::connect(url)).await.unwrap();
-    let batch = within("batch", client.batch(BatchRequest { namespace: String::new(), count: 5 }))
-        .await
-        .unwrap();
+    let batch = within(
+        "batch",
+        client.batch(BatchRequest { namespace: String::new(), count: 5, ..Default::default() }),
+    )
+    .await
+    .unwrap();
     assert_eq!(batch.into_inner().ids.len(), 5);
     shutdown.cancel();
     within("shutdown", task).await.unwrap().unwrap();
