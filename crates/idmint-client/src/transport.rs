@@ -349,7 +349,7 @@ pub(crate) fn parse_binary(
         return Err(format!("a binary batch of {said}-byte ids for a {id_bits}-bit namespace"));
     }
     let count = header("idmint-count")?;
-    if body.len() % width != 0 || body.len() / width != count {
+    if !body.len().is_multiple_of(width) || body.len() / width != count {
         return Err(format!(
             "a binary batch of {} bytes says it holds {count} ids of {width} bytes",
             body.len()
