@@ -647,7 +647,8 @@ fn packed(encoding: i32) -> Result<bool, Error> {
 /// `count` IDs as a message. Packed: every ID as fixed-width big-endian bytes in `packed`,
 /// written straight from the typed batch (`AnyBatch::write_be`). Otherwise, as always:
 /// 64-bit IDs straight into the repeated field (8 bytes per ID, no `AnyId` in between),
-/// 128-bit ones as 16 big-endian bytes each in `ids128`.
+/// 128-bit ones as 16 big-endian bytes each in `ids128`, both through the bulk drains of
+/// `AnyBatch`.
 async fn issue_batch(
     server: &Server,
     ns: &Namespace,
@@ -664,11 +665,9 @@ async fn issue_batch(
         server.issue_u64_from(ns, count, &mut ids).await?;
         return Ok(IdBatch { ids, ..IdBatch::default() });
     }
-    let ids = server.issue_from(ns, count).await?;
-    Ok(IdBatch::from_u128s(ids.into_iter().map(|id| match id {
-        AnyId::U128(v) => v,
-        AnyId::U64(v) => u128::from(v),
-    })))
+    // `ids128` is the same bytes as a packed batch of 128-bit IDs: written alike, in bulk.
+    let ids = crate::http::issue_be(server, ns, count).await?;
+    Ok(IdBatch { ids128: ids.bytes, ..IdBatch::default() })
 }
 
 fn parse_format(name: &str) -> Result<Format, Error> {
