@@ -130,7 +130,6 @@ impl Backoff {
     }
 }
 
-/// Where issued IDs go: `AnyId`s, or the bare `u64`s of a 64-bit layout.
 /// A batch count (already checked against `max_batch`) as a length, and the capacity to set
 /// aside for it: the one conversion of a count, so every issuer reserves alike.
 pub(crate) fn count_len(count: u64) -> (usize, usize) {
@@ -138,6 +137,9 @@ pub(crate) fn count_len(count: u64) -> (usize, usize) {
     (len, len.min(1 << 20))
 }
 
+/// Where issued IDs go: `AnyId`s, the bare `u64`s of a 64-bit layout, or fixed-width
+/// big-endian bytes ([`BeBytes`]). Lengths count IDs, not bytes. A generator's batches arrive
+/// whole (`take`), and the bare-`u64` and byte sinks drain them in bulk.
 pub(crate) trait IdSink: Send {
     fn len(&self) -> usize;
     fn reserve(&mut self, additional: usize);
