@@ -169,6 +169,11 @@ pub(crate) struct Args {
     /// [default: all the layout has].
     #[arg(long, env = "IDMINT_GENERATOR_POOL", value_name = "N", conflicts_with = "generator_id")]
     generator_pool: Option<u64>,
+    /// How many generator IDs the default namespace claims and issues from in parallel;
+    /// above 1 its IDs are increasing per generator ID and k-sorted across them
+    /// [default: 1].
+    #[arg(long, env = "IDMINT_GENERATORS", value_name = "K", conflicts_with = "generator_id")]
+    generators: Option<u64>,
     /// When no generator ID is free, start anyway, not ready, and keep claiming until one is:
     /// a spare [default: false, refuse to start]. etcd must still answer at start.
     #[arg(long, env = "IDMINT_WAIT_FOR_CLAIM")]
@@ -436,6 +441,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.generator_pool.is_some() {
         default.generator_pool = args.generator_pool;
         default.generator_id = None;
+    }
+    if args.generators.is_some() {
+        default.generators = args.generators;
     }
     if args.token.is_some() {
         default.token.clone_from(&args.token);

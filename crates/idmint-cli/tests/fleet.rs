@@ -271,6 +271,59 @@ fn lease_list_reads_the_embedded_store() {
     report("lease_list_reads_the_embedded_store", check::assert_unique(&ids));
 }
 
+/// `--generators 3` on the embedded store: three claims, each listed by `lease list` as held
+/// by this server with its own mark, `/v1/namespaces` naming all three and `k-sorted`; every
+/// batch from one generator; after SIGTERM all three claims are released and the marks stay.
+#[test]
+fn several_generators_are_each_claimed_listed_and_released() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let data_dir = dir.path().to_string_lossy().into_owned();
+    let serve = strings(&["--data-dir", &data_dir, "--generators", "3"]);
+    let mut node = Node::start("three generators", &serve, &[]);
+    let info = node.get("/v1/namespaces").json();
+    let mut held: Vec<u64> = info["namespaces"][0]["generator_ids"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(serde_json::Value::as_u64).collect())
+        .unwrap_or_default();
+    held.sort_unstable();
+    assert_eq!(held, [0, 1, 2], "{info:#}");
+    assert_eq!(info["namespaces"][0]["order"], "k-sorted", "{info:#}");
+    let mut ids = Vec::new();
+    let mut generators = HashSet::new();
+    for _ in 0..12 {
+        let batch = node.get("/v1/batch?count=100").ids();
+        assert!(batch.windows(2).all(|w| w[0] < w[1]), "a batch must increase: {batch:?}");
+        assert!(batch.iter().all(|&id| generator_of(id) == generator_of(batch[0])));
+        generators.insert(generator_of(batch[0]));
+        ids.extend(batch);
+    }
+    assert_eq!(generators.len(), 3, "calls take turns over the generators: {generators:?}");
+    let args = strings(&["--data-dir", &data_dir]);
+    let listing = lease_list(&args);
+    let mut marks = Vec::new();
+    for generator_id in 0..3 {
+        let entry = lease_entry(&listing, generator_id);
+        assert_eq!(entry["claimed"], true, "{entry:#}");
+        let holder = entry["holder"].as_str().unwrap_or_default();
+        assert!(holder.contains(&format!("pid {}", node.pid())), "{entry:#}");
+        let mark = entry["mark_ms"].as_u64().expect("a mark");
+        assert!(
+            ids.iter()
+                .filter(|&&id| generator_of(id) == generator_id)
+                .all(|&id| time_of(id) <= mark)
+        );
+        marks.push(mark);
+    }
+    assert!(node.terminate().success(), "{}", node.full_log());
+    let listing = lease_list(&args);
+    for (generator_id, mark) in (0..3).zip(marks) {
+        let entry = lease_entry(&listing, generator_id);
+        assert_eq!(entry["claimed"], false, "released at stop: {entry:#}");
+        assert!(entry["mark_ms"].as_u64().is_some_and(|m| m >= mark), "{entry:#}");
+    }
+    report("several_generators_are_each_claimed_listed_and_released", check::assert_unique(&ids));
+}
+
 /// Bad fleet settings fail at once with one clear line.
 #[test]
 fn bad_fleet_settings_are_refused_clearly() {
@@ -287,6 +340,8 @@ fn bad_fleet_settings_are_refused_clearly() {
     refused(&["--etcd", etcd, "--etcd-scheme", "lable-org"], "--etcd-lable-prefix");
     refused(&["--lease-ttl", "5"], "need --etcd");
     refused(&["--generator-id", "1", "--generator-pool", "2"], "cannot be used with");
+    refused(&["--generators", "0"], "generators must be 1..=64");
+    refused(&["--generators", "3", "--generator-pool", "2"], "generators must be 1..=2");
     #[cfg(feature = "test-no-fence")]
     refused(&["--unsafe-no-fence"], "--unsafe-no-fence needs --etcd");
 }

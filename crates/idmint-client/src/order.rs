@@ -92,6 +92,7 @@ mod tests {
             auth: false,
             source: "generator".into(),
             order: layout.order().name().into(),
+            generator_ids: vec![0],
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use idmint_proto::grpc::{IdBatch, IdEncoding, IdMintClient, StreamRequest};
+use idmint_proto::grpc::{IdBatch, IdEncoding, IdMintClient, ListNamespacesRequest, StreamRequest};
 use serde::Serialize;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
@@ -212,6 +212,7 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
         requested: options.batch_size,
     };
     let (warmup, duration) = (options.warmup, options.duration);
+    let increasing = increasing_across_messages(&options.url, &options.namespace).await?;
     run_streams(&options.url, options.streams, warmup, duration, calls, |channel, window| {
         let request = StreamRequest {
             namespace: options.namespace.clone(),
@@ -220,14 +221,40 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
             encoding: if options.packed { IdEncoding::PackedBe } else { IdEncoding::Unspecified }
                 .into(),
         };
-        read_stream(channel, request, window)
+        read_stream(channel, request, window, increasing)
     })
     .await
 }
 
+/// Whether the server says that the namespace's IDs increase from one message to the next
+/// (`NamespaceInfo.order` is `increasing`). Otherwise (`k-sorted`: several generators, or
+/// Redis nodes) each message must still increase by itself, and no ID may come twice.
+async fn increasing_across_messages(url: &str, namespace: &str) -> Result<bool, Error> {
+    let mut client = IdMintClient::new(channel(url).await?);
+    let fail = |status: tonic::Status| Error::Connect {
+        url: url.to_owned(),
+        reason: format!("ListNamespaces: {status}"),
+    };
+    let namespaces =
+        client.list_namespaces(ListNamespacesRequest {}).await.map_err(fail)?.into_inner();
+    // The first namespace is the server's default one, which an empty name asks for.
+    let info = namespaces
+        .namespaces
+        .iter()
+        .find(|info| info.name == namespace)
+        .or_else(|| namespaces.namespaces.first().filter(|_| namespace.is_empty()));
+    Ok(info.is_some_and(|info| info.order == "increasing"))
+}
+
 /// One `Stream` call, read until the window ends; dropping it cancels the call.
-async fn read_stream(channel: Channel, request: StreamRequest, window: Window) -> StreamResult {
-    let mut result = StreamResult::new(IdRuns::increasing());
+async fn read_stream(
+    channel: Channel,
+    request: StreamRequest,
+    window: Window,
+    increasing: bool,
+) -> StreamResult {
+    let runs = if increasing { IdRuns::increasing() } else { IdRuns::unordered() };
+    let mut result = StreamResult::new(runs);
     let expected = request.batch_size;
     let packed = request.encoding == i32::from(IdEncoding::PackedBe);
     let mut scratch = Vec::new();
@@ -253,7 +280,11 @@ async fn read_stream(channel: Channel, request: StreamRequest, window: Window) -
                         continue;
                     }
                 };
-                result.runs.push_all(ids);
+                if increasing {
+                    result.runs.push_all(ids);
+                } else if !result.runs.push_increasing_message(ids) {
+                    result.outcome.fail(|| "a message was not increasing by itself".into());
+                }
                 result.received(ids.len(), now, last, &window);
                 last = now;
             }

@@ -277,6 +277,7 @@ same_fields! {
         auth,
         source,
         order,
+        generator_ids,
     }
 }
 

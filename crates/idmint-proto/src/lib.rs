@@ -185,12 +185,18 @@ pub struct NamespaceInfo {
     /// it, which reads as `generator`.
     #[serde(default = "generator_source")]
     pub source: String,
-    /// The order of the IDs one generator (or store) of the namespace issues, as the layout
-    /// and the source say: `increasing` (every batch above the last), `k-sorted` (roughly by
-    /// time) or `unordered`. Servers that predate this field omit it, which reads as empty:
-    /// a client then assumes no order.
+    /// The order of the IDs this server issues for the namespace, from one batch to the
+    /// next, as the layout, the source and the number of generators say: `increasing` (every
+    /// batch above the last), `k-sorted` (roughly by time: source `redis`, and a namespace
+    /// that issues from several generator IDs, where each batch and each generator ID's IDs
+    /// still increase) or `unordered`. Servers that predate this field omit it, which reads
+    /// as empty: a client then assumes no order.
     #[serde(default)]
     pub order: String,
+    /// Every generator ID this server holds for the namespace: more than one with the
+    /// namespace setting `generators`. Servers that predate this field omit it.
+    #[serde(default)]
+    pub generator_ids: Vec<u64>,
 }
 
 /// The `source` of a namespace described by a server that does not send one.

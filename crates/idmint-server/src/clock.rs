@@ -1,5 +1,6 @@
-//! The server's clocks: an injectable wall clock, and the monotonic clock that logical time
-//! follows (tokio's, so tests with paused time stay consistent).
+//! The server's clocks: an injectable wall clock, the monotonic clock that logical time
+//! follows (tokio's, so tests with paused time stay consistent), and precise waits for the
+//! next tick of that clock (`ticker.rs`).
 
 use std::sync::{
     Arc,
@@ -9,6 +10,8 @@ use std::sync::{
 use idmint_core::{Clock, SystemClock};
 use tokio::time::Instant;
 
+use crate::ticker::Ticker;
+
 /// A shareable wall clock.
 pub type WallClock = Arc<dyn Clock + Send + Sync>;
 
@@ -17,6 +20,7 @@ pub type WallClock = Arc<dyn Clock + Send + Sync>;
 pub(crate) struct Clocks {
     wall: WallClock,
     start: Instant,
+    ticker: Arc<Ticker>,
 }
 
 impl std::fmt::Debug for Clocks {
@@ -27,7 +31,7 @@ impl std::fmt::Debug for Clocks {
 
 impl Clocks {
     pub(crate) fn new(wall: WallClock) -> Self {
-        Clocks { wall, start: Instant::now() }
+        Clocks { wall, start: Instant::now(), ticker: Arc::default() }
     }
 
     pub(crate) fn wall_ms(&self) -> u64 {
@@ -37,6 +41,20 @@ impl Clocks {
     /// Milliseconds since the server started, from a clock that never steps.
     pub(crate) fn mono_ms(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Waits until the monotonic clock has moved `ms` milliseconds past its current
+    /// millisecond: to the exact boundary where [`Clocks::mono_ms`] reaches that value, not
+    /// `ms` from now (see `ticker.rs`). Fails with the wait in ms, without waiting, when that
+    /// instant is after `deadline`.
+    pub(crate) async fn wait_ticks(&self, ms: u64, deadline: Instant) -> Result<(), u64> {
+        let target = self.mono_ms().saturating_add(ms);
+        let at = self.start + std::time::Duration::from_millis(target);
+        if at > deadline {
+            return Err(ms);
+        }
+        self.ticker.wait_until(at).await;
+        Ok(())
     }
 
     /// How this process describes itself to a claimant that finds its generator ID taken.

@@ -182,6 +182,13 @@ pub struct NamespaceConfig {
     /// one particular server. Not together with `generator_id`. Source `generator` only.
     /// Default: none (all of them).
     pub generator_pool: Option<u64>,
+    /// How many generator IDs this server claims for the namespace and issues from in
+    /// parallel, each fenced and marked on its own (1 to 64, and no more than the pool).
+    /// Every call takes its IDs from one of them, so each batch stays increasing, and so do
+    /// the IDs of one generator ID; IDs of different generator IDs are only k-sorted (by
+    /// time), so above 1 the namespace reports its order as `k-sorted`. Not together with
+    /// `generator_id`. Source `generator` only. Default: none, which is 1.
+    pub generators: Option<u64>,
     /// How ranges are taken from the segment store. Source `segment` only. Default: none,
     /// which is [`SegmentSettings::default`].
     pub segment: Option<SegmentSettings>,
@@ -408,6 +415,10 @@ impl SegmentSettings {
     }
 }
 
+/// The most generator IDs one server claims for one namespace (`generators`): far more than
+/// the cores that could use them in parallel.
+pub(crate) const MAX_GENERATORS: u64 = 64;
+
 /// The suffixes of a `counters` namespace's two counters: `<namespace>-launch` and
 /// `<namespace>-generator`.
 pub(crate) const LAUNCH_SUFFIX: &str = "-launch";
@@ -433,6 +444,7 @@ impl NamespaceConfig {
             token: None,
             borrow_ms: 0,
             generator_pool: None,
+            generators: None,
             source: None,
             segment: None,
             max_counter: None,
@@ -597,6 +609,24 @@ impl ServerConfig {
                     ));
                 }
             }
+            if let Some(k) = ns.generators {
+                let pool = ns.generator_pool.unwrap_or(layout.generator_count());
+                let most = pool.min(MAX_GENERATORS);
+                if k == 0 || k > most {
+                    return bad(format!(
+                        "namespace `{}`: generators must be 1..={most} (at most {MAX_GENERATORS}, \
+                         and no more than the generator ids it may claim), not {k}",
+                        ns.name
+                    ));
+                }
+                if k > 1 && ns.generator_id.is_some() {
+                    return bad(format!(
+                        "namespace `{}`: generators = {k} claims several generator ids; give \
+                         generator_pool, not generator_id",
+                        ns.name
+                    ));
+                }
+            }
         }
         Ok(self)
     }
@@ -709,6 +739,7 @@ fn check_source(ns: &NamespaceConfig, layout: &Layout, max_batch: u64) -> Result
         let generator_only = [
             ("generator_id", ns.generator_id.is_some()),
             ("generator_pool", ns.generator_pool.is_some()),
+            ("generators", ns.generators.is_some()),
             ("fields", !ns.fields.is_empty()),
             ("borrow_ms", ns.borrow_ms != 0),
         ];

@@ -60,6 +60,11 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
     /// The generator ID in use, if any.
     fn generator_id(&self) -> Option<u64>;
 
+    /// Every generator ID in use: more than one for a namespace with `generators` above 1.
+    fn generator_ids(&self) -> Vec<u64> {
+        self.generator_id().into_iter().collect()
+    }
+
     /// How far logical time runs ahead of the wall clock, in ms.
     fn ahead_of_wall_ms(&self) -> u64 {
         0

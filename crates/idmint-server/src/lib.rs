@@ -66,6 +66,7 @@ mod listener;
 mod metrics;
 mod namespace;
 mod openapi;
+mod ticker;
 mod web;
 
 use std::sync::{
@@ -412,13 +413,14 @@ impl Server {
                     js_safe: ns.layout.is_js_safe(),
                     default_format: ns.layout.default_format().to_string(),
                     generator_id: ns.generator_id(),
+                    generator_ids: ns.generator_ids(),
                     ready: ns.is_ready(&self.clocks),
                     runs_out: capacity.end,
                     ids_per_second: capacity.ids_per_second_per_generator,
                     generators: ns.layout.generator_count(),
                     auth: ns.token().is_some(),
                     source: ns.source.name().to_owned(),
-                    order: ns.source.order(&ns.layout).name().to_owned(),
+                    order: ns.order().name().to_owned(),
                 }
             })
             .collect()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use idmint_coord::Coordinator;
-use idmint_core::{AnyId, Format, Layout, PublicIds};
+use idmint_core::{AnyId, Format, Layout, Order, PublicIds};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -155,6 +155,20 @@ impl Namespace {
     /// use).
     pub(crate) fn generator_id(&self) -> Option<u64> {
         self.issuer.generator_id()
+    }
+
+    /// Every generator ID held (one per lane of a `generators` namespace).
+    pub(crate) fn generator_ids(&self) -> Vec<u64> {
+        self.issuer.generator_ids()
+    }
+
+    /// The order of the IDs issued, from one batch to the next: the source's and layout's,
+    /// except that several generator IDs make increasing IDs only k-sorted across batches.
+    pub(crate) fn order(&self) -> Order {
+        match self.source.order(&self.layout) {
+            Order::Increasing if self.shared.config.generators.unwrap_or(1) > 1 => Order::KSorted,
+            order => order,
+        }
     }
 
     pub(crate) fn gauges(&self, clocks: &Clocks) -> NamespaceGauges<'_> {

@@ -191,6 +191,7 @@ async fn fake_namespaces(State(script): State<Arc<Script>>) -> axum::Json<Namesp
             auth: false,
             source: "generator".into(),
             order: "increasing".into(),
+            generator_ids: vec![generator],
         }],
     })
 }

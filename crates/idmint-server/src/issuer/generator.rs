@@ -1,6 +1,7 @@
 //! The issuer of source `generator`: a claim on a generator ID, a generator above the claim's
 //! stored mark, the logical clock (`Anchor`) and the durable window, and the issuing of IDs
-//! under that window.
+//! under that window. A namespace with `generators = K` runs K such lanes, each with its own
+//! claim, generator, window and background task; every call issues from one lane.
 //!
 //! The rule that makes restarts safe: before any ID with time `t` leaves the server, a mark
 //! `≥ t` is durably stored (the generator's ceiling is only ever raised to a stored mark), and a
@@ -9,7 +10,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed},
     },
     time::Duration,
 };
@@ -72,10 +73,9 @@ impl Active {
     }
 }
 
-/// The issuer of source `generator`.
-#[derive(Debug)]
-pub(crate) struct GeneratorIssuer {
-    ns: Arc<Shared>,
+/// One claimed generator ID and what issues from it.
+#[derive(Debug, Default)]
+struct Lane {
     active: ArcSwapOption<Active>,
     /// Wakes the window task to extend the mark now.
     extend: Notify,
@@ -83,20 +83,49 @@ pub(crate) struct GeneratorIssuer {
     extended: Notify,
 }
 
+/// The issuer of source `generator`: one lane per generator ID it claims (`generators`).
+#[derive(Debug)]
+pub(crate) struct GeneratorIssuer {
+    ns: Arc<Shared>,
+    lanes: Box<[Lane]>,
+    /// Turns calls over the lanes.
+    next_lane: AtomicUsize,
+}
+
 impl GeneratorIssuer {
     pub(crate) fn new(ns: Arc<Shared>) -> Self {
+        let count = ns.config.generators.unwrap_or(1).max(1);
         GeneratorIssuer {
+            lanes: (0..count).map(|_| Lane::default()).collect(),
             ns,
-            active: ArcSwapOption::empty(),
-            extend: Notify::new(),
-            extended: Notify::new(),
+            next_lane: AtomicUsize::new(0),
         }
+    }
+
+    /// Claims a generator ID for every lane. All or nothing: when one claim fails, the
+    /// lanes claimed already are released again, and the error is returned.
+    async fn activate_all(
+        &self,
+        coordinator: &dyn Coordinator,
+        clocks: &Clocks,
+        server: &ServerConfig,
+    ) -> Result<(), Error> {
+        for (index, lane) in self.lanes.iter().enumerate() {
+            if let Err(e) = self.activate_generator(lane, coordinator, clocks, server).await {
+                for claimed in &self.lanes[..index] {
+                    let _ = Self::deactivate_lane(claimed, coordinator).await;
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Claims a generator ID, starts a generator above the stored mark, stores the first
     /// window, and only then makes the namespace ready.
     async fn activate_generator(
         &self,
+        lane: &Lane,
         coordinator: &dyn Coordinator,
         clocks: &Clocks,
         server: &ServerConfig,
@@ -114,7 +143,7 @@ impl GeneratorIssuer {
         NamespaceMetrics::add(&self.ns.metrics.claims, 1);
         match self.start_generator(claim, coordinator, clocks, server).await {
             Ok(active) => {
-                self.active.store(Some(Arc::new(active)));
+                lane.active.store(Some(Arc::new(active)));
                 Ok(())
             }
             Err((claim, e)) => {
@@ -206,6 +235,7 @@ impl GeneratorIssuer {
     /// another one), with a fresh generator above that ID's mark.
     async fn maintain_window(
         self: Arc<Self>,
+        lane: usize,
         coordinator: Arc<dyn Coordinator>,
         clocks: Arc<Clocks>,
         server: Arc<ServerConfig>,
@@ -214,15 +244,16 @@ impl GeneratorIssuer {
         let window_ms = server.window_ms;
         let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
         let mut backoff = Backoff::new(&server);
+        let lane = &self.lanes[lane];
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(tick) => {}
-                () = self.extend.notified() => {}
+                () = lane.extend.notified() => {}
             }
-            let Some(active) = self.active.load_full() else {
+            let Some(active) = lane.active.load_full() else {
                 // Not ready: claim again, backing off while claims fail.
-                match self.activate_generator(coordinator.as_ref(), &clocks, &server).await {
+                match self.activate_generator(lane, coordinator.as_ref(), &clocks, &server).await {
                     Ok(()) => backoff.succeeded(),
                     Err(e) => {
                         let wait =
@@ -236,13 +267,14 @@ impl GeneratorIssuer {
                 continue;
             };
             if claim_usable(active.claim.state()) {
-                self.extend_if_needed(&active, coordinator.as_ref(), &clocks, window_ms).await;
+                self.extend_if_needed(lane, &active, coordinator.as_ref(), &clocks, window_ms)
+                    .await;
             } else if active.now(&clocks, &self.ns.metrics) > active.mark_ms.load(Ordering::Acquire)
             {
                 // The claim is gone and its stored window is used up: nothing more can be
                 // issued safely with this generator ID. Drop all of its state.
                 tracing::warn!(namespace = %self.ns.name, generator_id = active.generator_id, "claim lost and window used up; claiming again");
-                self.active.store(None);
+                lane.active.store(None);
                 NamespaceMetrics::add(&self.ns.metrics.claims_lost, 1);
                 let _ = coordinator.release(&active.claim).await;
             }
@@ -251,6 +283,7 @@ impl GeneratorIssuer {
 
     async fn extend_if_needed(
         &self,
+        lane: &Lane,
         active: &Active,
         coordinator: &dyn Coordinator,
         clocks: &Clocks,
@@ -272,7 +305,7 @@ impl GeneratorIssuer {
                 active.mark_ms.store(new_mark, Ordering::Release);
                 self.ns.metrics.mark_ms.store(new_mark, Ordering::Relaxed);
                 NamespaceMetrics::add(&self.ns.metrics.mark_extensions, 1);
-                self.extended.notify_waiters();
+                lane.extended.notify_waiters();
             }
             Err(e) => {
                 NamespaceMetrics::add(&self.ns.metrics.mark_failures, 1);
@@ -281,7 +314,10 @@ impl GeneratorIssuer {
         }
     }
 
-    /// Reserves IDs until `count` more are in `ids`, with the waiting rules of a request.
+    /// Reserves IDs until `count` more are in `ids`, with the waiting rules of a request, all
+    /// from one lane, so that they are increasing. Calls take turns over the lanes; a call
+    /// that has no ID yet moves on to the next lane when its lane's tick is used up (or the
+    /// lane holds no claim), and waits only when every lane is in that state.
     async fn issue(
         &self,
         clocks: &Clocks,
@@ -293,28 +329,42 @@ impl GeneratorIssuer {
         ids.reserve(crate::issuer::count_len(count).1);
         let start = ids.len();
         let issued = |ids: &dyn IdSink| (ids.len() - start) as u64;
+        let lanes = self.lanes.len();
+        let mut index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
+        let mut untried = lanes - 1;
         while issued(ids) < count {
-            let active =
-                self.active.load_full().ok_or_else(|| Error::NotReady(self.ns.name.clone()))?;
+            let lane = &self.lanes[index];
+            // Another lane may serve a call that has no ID yet.
+            let may_move = issued(ids) == 0 && untried > 0;
+            let next = (index + 1) % lanes;
+            let Some(active) = lane.active.load_full() else {
+                if may_move {
+                    (untried, index) = (untried - 1, next);
+                    continue;
+                }
+                return Err(Error::NotReady(self.ns.name.clone()));
+            };
             let now = active.now(clocks, &self.ns.metrics);
             match active.generator.next_batch(now, count - issued(ids)) {
                 Ok(Next::Ready(batch)) => ids.take(batch),
                 Ok(Next::Wait { until_ms }) => {
+                    if may_move {
+                        (untried, index) = (untried - 1, next);
+                        continue;
+                    }
                     NamespaceMetrics::add(&self.ns.metrics.sequence_exhaustions, 1);
                     let wait = until_ms.saturating_sub(now).max(1);
-                    let wake = Instant::now() + Duration::from_millis(wait);
-                    if wake > deadline {
-                        return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms: wait });
+                    if let Err(wait_ms) = clocks.wait_ticks(wait, deadline).await {
+                        return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms });
                     }
-                    tokio::time::sleep_until(wake).await;
                     NamespaceMetrics::add(&self.ns.metrics.waited_ms, wait);
                 }
                 Err(idmint_core::Error::WindowExhausted { .. }) => {
                     // The stored mark is used up: ask for an extension and wait for it, but
                     // never issue past the mark.
                     NamespaceMetrics::add(&self.ns.metrics.window_exhausted, 1);
-                    let extended = self.extended.notified();
-                    self.extend.notify_one();
+                    let extended = lane.extended.notified();
+                    lane.extend.notify_one();
                     if tokio::time::timeout_at(deadline, extended).await.is_err() {
                         return Err(Error::WindowExhausted {
                             namespace: self.ns.name.clone(),
@@ -329,9 +379,21 @@ impl GeneratorIssuer {
         Ok(())
     }
 
-    /// Stops issuing, stores the final mark, and releases the claim (the mark stays).
+    /// Stops issuing on every lane, stores each final mark, and releases each claim (the
+    /// marks stay). Every lane is released even when one fails; the first error is returned.
     async fn deactivate(&self, coordinator: &dyn Coordinator) -> Result<(), Error> {
-        let Some(active) = self.active.swap(None) else { return Ok(()) };
+        let mut first_error = None;
+        for lane in &self.lanes {
+            if let Err(e) = Self::deactivate_lane(lane, coordinator).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Stops issuing on one lane, stores the final mark, and releases the claim.
+    async fn deactivate_lane(lane: &Lane, coordinator: &dyn Coordinator) -> Result<(), Error> {
+        let Some(active) = lane.active.swap(None) else { return Ok(()) };
         // Every issued ID lies at or below the stored mark already (the ceiling is never above
         // it); storing it once more makes sure it is durable before the claim goes.
         let mark = active.mark_ms.load(Ordering::Acquire);
@@ -340,6 +402,14 @@ impl GeneratorIssuer {
         persisted?;
         released?;
         Ok(())
+    }
+
+    /// The generator IDs held, one per lane that holds a claim.
+    pub(crate) fn generator_ids(&self) -> Vec<u64> {
+        self.lanes
+            .iter()
+            .filter_map(|lane| lane.active.load().as_ref().map(|a| a.generator_id))
+            .collect()
     }
 }
 
@@ -350,7 +420,7 @@ impl Issuer for GeneratorIssuer {
         clocks: &'a Clocks,
         server: &'a ServerConfig,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.activate_generator(backends.coordinator.as_ref(), clocks, server))
+        Box::pin(self.activate_all(backends.coordinator.as_ref(), clocks, server))
     }
 
     fn maintain(
@@ -360,20 +430,41 @@ impl Issuer for GeneratorIssuer {
         server: Arc<ServerConfig>,
         shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()> {
-        Box::pin(self.maintain_window(backends.coordinator, clocks, server, shutdown))
+        Box::pin(async move {
+            // One window task per lane; dropping this future stops them all.
+            let mut tasks = tokio::task::JoinSet::new();
+            for lane in 0..self.lanes.len() {
+                tasks.spawn(Arc::clone(&self).maintain_window(
+                    lane,
+                    Arc::clone(&backends.coordinator),
+                    Arc::clone(&clocks),
+                    Arc::clone(&server),
+                    shutdown.clone(),
+                ));
+            }
+            while tasks.join_next().await.is_some() {}
+        })
     }
 
-    /// It holds a claim and its stored window is not used up.
+    /// Every lane holds a claim and its stored window is not used up.
     fn is_ready(&self, clocks: &Clocks) -> bool {
-        self.active.load().as_ref().is_some_and(|active| active.window_open(clocks))
+        self.lanes.iter().all(|lane| {
+            lane.active.load().as_ref().is_some_and(|active| active.window_open(clocks))
+        })
     }
 
     fn generator_id(&self) -> Option<u64> {
-        self.active.load().as_ref().map(|a| a.generator_id)
+        self.lanes[0].active.load().as_ref().map(|a| a.generator_id)
+    }
+
+    fn generator_ids(&self) -> Vec<u64> {
+        GeneratorIssuer::generator_ids(self)
     }
 
     fn ahead_of_wall_ms(&self) -> u64 {
-        self.active.load().as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms())
+        let ahead =
+            |lane: &Lane| lane.active.load().as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms());
+        self.lanes.iter().map(ahead).max().unwrap_or(0)
     }
 
     fn issue_into<'a>(
