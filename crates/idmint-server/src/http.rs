@@ -1,4 +1,5 @@
-//! The HTTP API: routes, strict parameter parsing, bearer tokens, and JSON bodies. Handlers
+//! The HTTP API: routes, strict parameter parsing, bearer tokens, JSON bodies, and binary
+//! batches (`Accept: application/octet-stream`, [`batch_media`]). Handlers
 //! are thin: parse, call the namespace, write the answer.
 
 use std::sync::Arc;
