@@ -170,8 +170,12 @@ pub(crate) async fn grpc_client(
                 .await
                 .map_err(|e| e.to_string())?;
             let mut client = IdMintClient::new(channel).max_decoding_message_size(usize::MAX);
-            let request =
-                StreamRequest { namespace: "default".into(), batch_size: count, batches: 0 };
+            let request = StreamRequest {
+                namespace: "default".into(),
+                batch_size: count,
+                batches: 0,
+                ..Default::default()
+            };
             client.stream(request).await.map(tonic::Response::into_inner).map_err(|e| e.to_string())
         };
         let error = match tokio::time::timeout(TIMEOUT, call).await {

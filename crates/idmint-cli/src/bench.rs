@@ -26,7 +26,9 @@ Examples:
   idmint bench http --url http://127.0.0.1:8080/v1/next --connections 32
   idmint bench http --url http://127.0.0.1:8080/healthz --check constant
   idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000'
+  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --check binary
   idmint bench grpc-stream --url http://127.0.0.1:50051 --batch-size 4096
+  idmint bench grpc-stream --url http://127.0.0.1:50051 --packed
   idmint bench ferroid-stream --url http://127.0.0.1:50052 --streams 2
   idmint bench client --url http://127.0.0.1:8080 --prefetch 100000")]
 pub(crate) struct Args {
@@ -39,12 +41,14 @@ enum Mode {
     /// GETs on keep-alive HTTP/1.1 connections: requests/s, latency.
     #[command(after_help = "Examples:
   idmint bench http --url http://127.0.0.1:8080/v1/next --connections 32
-  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --json")]
+  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --json
+  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --check binary")]
     Http(HttpArgs),
     /// idmint's gRPC Stream call: IDs/s, time per message.
     #[command(after_help = "Examples:
   idmint bench grpc-stream --url http://127.0.0.1:50051 --batch-size 4096
-  idmint bench grpc-stream --url http://127.0.0.1:50051 --streams 8 --duration 30")]
+  idmint bench grpc-stream --url http://127.0.0.1:50051 --streams 8 --duration 30
+  idmint bench grpc-stream --url http://127.0.0.1:50051 --packed")]
     GrpcStream(StreamArgs),
     /// ferroid-tonic-server's StreamIds call, loaded as grpc-stream.
     #[command(after_help = "Examples:
@@ -80,7 +84,9 @@ struct HttpArgs {
     #[arg(long, value_name = "N", default_value_t = 32)]
     connections: usize,
     /// How each answer is checked: `ids` (idmint's JSON with decimal IDs: every ID distinct,
-    /// each connection's increasing) or `constant` (the same body every time, as /healthz).
+    /// each connection's increasing), `binary` (asks for `application/octet-stream` batches:
+    /// 8 big-endian bytes per ID, count header checked, every ID checked as for `ids`) or
+    /// `constant` (the same body every time, as /healthz).
     #[arg(long, value_name = "CHECK", default_value = "ids", value_parser = parse_check)]
     check: BodyCheck,
     /// Threads of the client's runtime.
@@ -104,6 +110,10 @@ struct StreamArgs {
     /// Concurrent streams, each on its own connection.
     #[arg(long, value_name = "N", default_value_t = 2)]
     streams: usize,
+    /// Ask for packed messages (8 big-endian bytes per ID in `IdBatch.packed`) instead of
+    /// `repeated fixed64 ids`.
+    #[arg(long)]
+    packed: bool,
     /// Threads of the client's runtime.
     #[arg(long, value_name = "N", default_value_t = 1)]
     threads: usize,
@@ -164,7 +174,8 @@ fn parse_check(text: &str) -> Result<BodyCheck, String> {
     match text {
         "ids" => Ok(BodyCheck::Ids),
         "constant" => Ok(BodyCheck::Constant),
-        _ => Err("expected `ids` or `constant`".to_owned()),
+        "binary" => Ok(BodyCheck::Binary),
+        _ => Err("expected `ids`, `binary` or `constant`".to_owned()),
     }
 }
 
@@ -189,6 +200,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
                 namespace: a.namespace.clone(),
                 batch_size: a.batch_size,
                 streams: a.streams,
+                packed: a.packed,
                 warmup,
                 duration,
             };
@@ -323,7 +335,7 @@ impl Report for load::HttpReport {
             thousands(self.requests_per_s),
             self.requests
         )?;
-        if self.check == BodyCheck::Ids {
+        if self.check != BodyCheck::Constant {
             writeln!(
                 out,
                 "  IDs        {:>14} /s  ({} in the window)",
@@ -350,8 +362,8 @@ impl Report for load::StreamReport {
         };
         writeln!(
             out,
-            "{} at {}: {what}, {} stream(s), {threads} client thread(s)",
-            self.call, self.url, self.streams
+            "{} ({}) at {}: {what}, {} stream(s), {threads} client thread(s)",
+            self.call, self.encoding, self.url, self.streams
         )?;
         timing(out, self.seconds, warmup)?;
         writeln!(

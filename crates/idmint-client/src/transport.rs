@@ -2,6 +2,10 @@
 //! hyper's pooled HTTP/1.1 client (keep-alive; `https://` over rustls with feature `rustls`). Each call ends in a value, a failure
 //! that is safe to retry, or an error that is not; whether and where to retry is not decided
 //! here.
+//!
+//! Batches are asked for in binary (`Accept: application/octet-stream`, JSON ranked below it):
+//! the IDs arrive as fixed-width big-endian integers and are read with one copy, no text. A
+//! server that predates binary batches answers JSON, which is read as before.
 
 use std::time::Duration;
 
@@ -189,14 +193,15 @@ impl Transport {
         endpoint: &Endpoint,
         namespace: &str,
     ) -> Result<Option<NamespaceInfo>, CallError> {
-        let body = self.get(endpoint, endpoint.namespaces.clone()).await?;
+        let (_, body) = self.get(endpoint, endpoint.namespaces.clone(), "application/json").await?;
         let list: NamespacesResponse = serde_json::from_slice(&body)
             .map_err(|e| protocol(endpoint, format!("bad `/v1/namespaces` body: {e}")))?;
         Ok(list.namespaces.into_iter().find(|ns| ns.name == namespace))
     }
 
     /// A batch of `count` IDs (or fewer, but at least one) of a namespace with `id_bits`-bit
-    /// IDs, asked for as decimal text. Checks only the form of the answer, not its order.
+    /// IDs, asked for in binary, or as decimal text from a server that answers JSON. Checks
+    /// only the form of the answer, not its order.
     pub(crate) async fn batch(
         &self,
         endpoint: &Endpoint,
@@ -206,14 +211,32 @@ impl Transport {
         let uri: Uri = format!("{}{count}", endpoint.batch_prefix)
             .parse()
             .map_err(|e| protocol(endpoint, format!("bad batch url: {e}")))?;
-        let body = self.get(endpoint, uri).await?;
-        parse_batch(&body, count, id_bits).map_err(|message| protocol(endpoint, message).into())
+        let (headers, body) = self.get(endpoint, uri, BATCH_ACCEPT).await?;
+        let kind = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let media = kind.split(';').next().unwrap_or("").trim();
+        let parsed = if media.eq_ignore_ascii_case(OCTET_STREAM) {
+            parse_binary(&headers, &body, count, id_bits)
+        } else if media.eq_ignore_ascii_case("application/json") {
+            parse_batch(&body, count, id_bits)
+        } else {
+            Err(format!(
+                "a batch answered as `{}`, not application/octet-stream or application/json",
+                kind.chars().take(64).collect::<String>()
+            ))
+        };
+        parsed.map_err(|message| protocol(endpoint, message).into())
     }
 
-    /// GETs `uri` and reads the whole body of a 2xx answer.
-    async fn get(&self, endpoint: &Endpoint, uri: Uri) -> Result<Bytes, CallError> {
+    /// GETs `uri` accepting `accept`, and reads the headers and the whole body of a 2xx
+    /// answer.
+    async fn get(
+        &self,
+        endpoint: &Endpoint,
+        uri: Uri,
+        accept: &'static str,
+    ) -> Result<(HeaderMap, Bytes), CallError> {
         let mut request = Request::get(uri)
-            .header(header::ACCEPT, "application/json")
+            .header(header::ACCEPT, accept)
             .body(Empty::new())
             .map_err(|e| protocol(endpoint, format!("bad request: {e}")))?;
         if let Some(value) = &self.authorization {
@@ -232,7 +255,7 @@ impl Transport {
             .map_err(|e| CallError::Retry(Failure::Connect(chain(&e))))?
             .to_bytes();
         match retry::classify(parts.status.as_u16()) {
-            Class::Success => Ok(body),
+            Class::Success => Ok((parts.headers, body)),
             Class::Retry => {
                 let (code, message) = error_detail(parts.status, &body);
                 Err(CallError::Retry(Failure::Unavailable {
@@ -292,6 +315,61 @@ fn error_detail(status: StatusCode, body: &[u8]) -> (String, String) {
 struct BatchBody<'a> {
     #[serde(borrow)]
     ids: Vec<&'a str>,
+}
+
+/// The media type of binary batches.
+const OCTET_STREAM: &str = "application/octet-stream";
+/// What a batch call accepts: binary first, JSON from servers that predate it.
+const BATCH_ACCEPT: &str = "application/octet-stream, application/json;q=0.5";
+
+/// Parses a binary batch answer of at most `asked` IDs of `id_bits` bits: the body is the IDs
+/// as fixed-width big-endian integers (`id_bits / 8` bytes each), and the `Idmint-Id-Bytes`
+/// and `Idmint-Count` headers must say the same width and count as the body's length.
+pub(crate) fn parse_binary(
+    headers: &HeaderMap,
+    body: &[u8],
+    asked: usize,
+    id_bits: u32,
+) -> Result<Ids, String> {
+    let header = |name: &str| -> Result<usize, String> {
+        let value = headers.get(name).ok_or_else(|| format!("a binary batch without `{name}`"))?;
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| format!("a binary batch with a bad `{name}`"))
+    };
+    let width = match id_bits {
+        64 => 8,
+        128 => 16,
+        other => return Err(format!("ids of {other} bits are not supported")),
+    };
+    let said = header("idmint-id-bytes")?;
+    if said != width {
+        return Err(format!("a binary batch of {said}-byte ids for a {id_bits}-bit namespace"));
+    }
+    let count = header("idmint-count")?;
+    if !body.len().is_multiple_of(width) || body.len() / width != count {
+        return Err(format!(
+            "a binary batch of {} bytes says it holds {count} ids of {width} bytes",
+            body.len()
+        ));
+    }
+    if count == 0 || count > asked {
+        return Err(format!("asked for {asked} ids, got {count}"));
+    }
+    Ok(match width {
+        8 => Ids::U64(
+            body.chunks_exact(8)
+                .map(|c| u64::from_be_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        ),
+        _ => Ids::U128(
+            body.chunks_exact(16)
+                .map(|c| u128::from_be_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        ),
+    })
 }
 
 /// Parses a batch answer of at most `asked` decimal IDs of `id_bits` bits.
@@ -377,6 +455,41 @@ mod tests {
         check(r#"{"ids":[""]}"#, 5, 64, Err("is not a decimal id"));
         check(r#"{"ids":[1]}"#, 5, 64, Err("bad batch body"));
         check("<html>", 5, 64, Err("bad batch body"));
+    }
+
+    #[test]
+    fn binary_batches_are_parsed() {
+        let be = |ids: &[u64]| ids.iter().flat_map(|id| id.to_be_bytes()).collect::<Vec<u8>>();
+        let check =
+            |count: &str, width: &str, body: &[u8], asked, bits, want: Result<Ids, &str>| {
+                let mut headers = HeaderMap::new();
+                for (name, value) in [("idmint-count", count), ("idmint-id-bytes", width)] {
+                    if !value.is_empty() {
+                        headers.insert(name, HeaderValue::from_str(value).unwrap());
+                    }
+                }
+                match (parse_binary(&headers, body, asked, bits), want) {
+                    (Ok(got), Ok(want)) => assert_eq!(got, want, "{count} {width}"),
+                    (Err(got), Err(part)) => assert!(got.contains(part), "{count} {width}: {got}"),
+                    (got, want) => panic!("{count} {width}: got {got:?}, want {want:?}"),
+                }
+            };
+        let two = be(&[1, u64::MAX]);
+        check("2", "8", &two, 2, 64, Ok(Ids::U64([1, u64::MAX].into())));
+        // Big-endian: the first byte is the most significant.
+        check("1", "8", &[0, 0, 0, 0, 0, 0, 1, 2], 1, 64, Ok(Ids::U64([258].into())));
+        let guids: Vec<u8> = [7u128, u128::MAX].iter().flat_map(|id| id.to_be_bytes()).collect();
+        check("2", "16", &guids, 5, 128, Ok(Ids::U128([7, u128::MAX].into())));
+        check("2", "8", &two, 1, 64, Err("asked for 1 ids, got 2"));
+        check("3", "8", &two, 5, 64, Err("says it holds 3 ids"));
+        check("1", "8", &two[..9], 5, 64, Err("9 bytes"));
+        check("0", "8", &[], 5, 64, Err("got 0"));
+        check("2", "16", &two, 5, 64, Err("16-byte ids for a 64-bit namespace"));
+        check("1", "8", &two, 5, 128, Err("8-byte ids for a 128-bit namespace"));
+        check("", "8", &two, 5, 64, Err("without `idmint-count`"));
+        check("2", "", &two, 5, 64, Err("without `idmint-id-bytes`"));
+        check("two", "8", &two, 5, 64, Err("bad `idmint-count`"));
+        check("2", "8", &two, 5, 32, Err("ids of 32 bits are not supported"));
     }
 
     #[test]

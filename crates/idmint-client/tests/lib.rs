@@ -4,6 +4,7 @@
 //!
 //! | module | what it checks |
 //! | --- | --- |
+//! | `binary` | batches are read in binary (big-endian, count and width headers checked), JSON from older servers, anything else refused |
 //! | `failover` | three servers, one stopped mid-run: the client keeps serving, no duplicates |
 //! | `retries` | 503 then healthy is retried; 4xx is not; out-of-order batches are refused |
 //! | `timeouts` | an endpoint that accepts but never answers is left within the timeout |
@@ -12,6 +13,8 @@
 //! | `builder` | settings are checked |
 //! | `tls` | `https://` through a TLS front, with a private root; refused without it (feature `rustls`) |
 
+#[path = "lib/binary.rs"]
+mod binary;
 #[cfg(feature = "blocking")]
 #[path = "lib/blocking.rs"]
 mod blocking;

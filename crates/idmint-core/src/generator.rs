@@ -429,5 +429,40 @@ impl<I: GeneratedId> Iterator for Batch<I> {
     }
 }
 
+impl<I> Batch<I> {
+    /// Hands every remaining raw ID to `f`, in increasing order, and empties the batch: one
+    /// tight loop per tick (an add per ID where the layout grows by a constant step within a
+    /// tick, a pack per ID where it does not), with no per-ID branch on the tick's end. The
+    /// bulk drain behind [`AnyBatch::write_be`](crate::AnyBatch::write_be) and
+    /// [`AnyBatch::extend_u64s`](crate::AnyBatch::extend_u64s); yields exactly what
+    /// [`Iterator::next`] would.
+    #[inline]
+    pub(crate) fn drain_raw(&mut self, mut f: impl FnMut(u64)) {
+        let seq_bits = self.packer.seq_bits;
+        let mask = (1u64 << seq_bits) - 1;
+        while self.remaining > 0 {
+            // The IDs left in this tick: its sequence values from here to `seq_limit - 1`
+            // (at least one, as `next` yields one before it moves on).
+            let in_tick = self.seq_limit.saturating_sub(self.pair & mask).clamp(1, self.remaining);
+            if self.step == 0 {
+                for i in 0..in_tick {
+                    f(self.packer.pack(self.pair + i));
+                }
+            } else {
+                let mut id = self.id;
+                for _ in 0..in_tick {
+                    f(id);
+                    id = id.wrapping_add(self.step);
+                }
+            }
+            self.remaining -= in_tick;
+            if self.remaining > 0 {
+                self.pair = ((self.pair >> seq_bits) + 1) << seq_bits;
+                self.id = self.packer.pack(self.pair);
+            }
+        }
+    }
+}
+
 impl<I: GeneratedId> ExactSizeIterator for Batch<I> {}
 impl<I: GeneratedId> std::iter::FusedIterator for Batch<I> {}

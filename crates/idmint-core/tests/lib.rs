@@ -2,6 +2,7 @@
 //!
 //! | module | what it checks |
 //! | --- | --- |
+//! | `bulk` | `AnyBatch::extend_u64s` and `write_be` against the iterator, every layout (proptest) |
 //! | `conversions` | `AnyId` with `u64`, `u128`, text and serde; layout types from `AnyId`; parts through serde (proptest) |
 //! | `vectors` | every case of `testdata/seed-vectors.json`, through [`idmint_core::Layout`] |
 //! | `kinds` | each layout's order, issuer and generator from a generator ID (proptest) |
@@ -15,6 +16,8 @@
 //!
 //! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
 
+#[path = "lib/bulk.rs"]
+mod bulk;
 #[path = "lib/common.rs"]
 mod common;
 #[path = "lib/conversions.rs"]

@@ -1,5 +1,6 @@
 //! `idmint_client::Client::next()` with prefetch, against a running server: one task calls
-//! `next()` in a loop while the client's own task refills its buffer with batches over HTTP.
+//! `next()` in a loop while the client's own task refills its buffer with batches over HTTP
+//! (binary, `application/octet-stream`, since the client asks for it).
 //! This is the sustained rate, refills and their waits included (the criterion benchmark
 //! `crates/idmint-client/benches/next.rs` measures the buffered path alone). The client makes
 //! one attempt per request, so any failed refill surfaces as an error of `next()`.

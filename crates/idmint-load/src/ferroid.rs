@@ -58,7 +58,12 @@ pub async fn ferroid_stream(options: &FerroidOptions) -> Result<StreamReport, Er
         return Err(Error::Options("--streams and --count must be at least 1".into()));
     }
     let count = options.count_per_call;
-    let calls = Calls { call: "ferroid.IdGenerator/StreamIds", namespace: None, requested: count };
+    let calls = Calls {
+        call: "ferroid.IdGenerator/StreamIds",
+        encoding: "ferroid",
+        namespace: None,
+        requested: count,
+    };
     let (warmup, duration) = (options.warmup, options.duration);
     run_streams(&options.url, options.streams, warmup, duration, calls, |channel, window| {
         read_calls(channel, count, window)

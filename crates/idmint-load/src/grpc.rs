@@ -1,10 +1,11 @@
 //! idmint's gRPC `Stream` under load: N streams, each on its own HTTP/2 connection, read as
-//! fast as the client can. Every message must hold exactly `batch_size` 64-bit IDs, and every
+//! fast as the client can. Every message must hold exactly `batch_size` 64-bit IDs (in
+//! `repeated fixed64 ids`, or packed big-endian in `packed` with `packed: true`), and every
 //! stream's IDs must strictly increase across its messages (the contract of `Stream`).
 
 use std::time::Duration;
 
-use idmint_proto::grpc::{IdMintClient, ListNamespacesRequest, StreamRequest};
+use idmint_proto::grpc::{IdBatch, IdEncoding, IdMintClient, ListNamespacesRequest, StreamRequest};
 use serde::Serialize;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
@@ -30,6 +31,9 @@ pub struct StreamOptions {
     pub batch_size: u64,
     /// Concurrent streams, each on its own connection.
     pub streams: usize,
+    /// Ask for packed messages (`ID_ENCODING_PACKED_BE`: 8 big-endian bytes per ID in
+    /// `packed`) instead of `repeated fixed64 ids`.
+    pub packed: bool,
     /// Load before measuring.
     pub warmup: Duration,
     /// How long to measure.
@@ -43,6 +47,9 @@ pub struct StreamReport {
     pub url: String,
     /// Which call: `idmint.v1.IdMint/Stream` or `ferroid.IdGenerator/StreamIds`.
     pub call: &'static str,
+    /// How messages carry IDs: `repeated` (`ids`), `packed` (idmint's packed big-endian
+    /// bytes), or `ferroid`.
+    pub encoding: &'static str,
     /// The namespace (idmint only).
     pub namespace: Option<String>,
     /// IDs per message asked for (idmint), or IDs per call (ferroid).
@@ -99,6 +106,8 @@ impl StreamResult {
 pub(crate) struct Calls {
     /// The gRPC method.
     pub(crate) call: &'static str,
+    /// How messages carry IDs (for the report).
+    pub(crate) encoding: &'static str,
     /// The namespace asked for, if the call takes one.
     pub(crate) namespace: Option<String>,
     /// IDs asked for per message or call.
@@ -128,6 +137,7 @@ where
     Ok(StreamReport {
         url: url.to_owned(),
         call: calls.call,
+        encoding: calls.encoding,
         namespace: calls.namespace,
         requested: calls.requested,
         streams,
@@ -197,6 +207,7 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
     }
     let calls = Calls {
         call: "idmint.v1.IdMint/Stream",
+        encoding: if options.packed { "packed" } else { "repeated" },
         namespace: Some(options.namespace.clone()),
         requested: options.batch_size,
     };
@@ -207,6 +218,8 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
             namespace: options.namespace.clone(),
             batch_size: options.batch_size,
             batches: 0,
+            encoding: if options.packed { IdEncoding::PackedBe } else { IdEncoding::Unspecified }
+                .into(),
         };
         read_stream(channel, request, window, increasing)
     })
@@ -243,6 +256,8 @@ async fn read_stream(
     let runs = if increasing { IdRuns::increasing() } else { IdRuns::unordered() };
     let mut result = StreamResult::new(runs);
     let expected = request.batch_size;
+    let packed = request.encoding == i32::from(IdEncoding::PackedBe);
+    let mut scratch = Vec::new();
     let mut client = IdMintClient::new(channel).max_decoding_message_size(usize::MAX);
     let mut stream = match client.stream(request).await {
         Ok(response) => response.into_inner(),
@@ -258,22 +273,19 @@ async fn read_stream(
         match next {
             Err(_) => break,
             Ok(Ok(Some(batch))) => {
-                if batch.ids.len() as u64 != expected || !batch.ids128.is_empty() {
-                    result.outcome.fail(|| {
-                        format!(
-                            "a message held {} 64-bit IDs and {} bytes of 128-bit IDs, not {expected} 64-bit IDs",
-                            batch.ids.len(),
-                            batch.ids128.len()
-                        )
-                    });
-                    continue;
-                }
+                let ids = match message_ids(&batch, packed, expected, &mut scratch) {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        result.outcome.fail(|| e);
+                        continue;
+                    }
+                };
                 if increasing {
-                    result.runs.push_all(&batch.ids);
-                } else if !result.runs.push_increasing_message(&batch.ids) {
+                    result.runs.push_all(ids);
+                } else if !result.runs.push_increasing_message(ids) {
                     result.outcome.fail(|| "a message was not increasing by itself".into());
                 }
-                result.received(batch.ids.len(), now, last, &window);
+                result.received(ids.len(), now, last, &window);
                 last = now;
             }
             Ok(Ok(None)) => {
@@ -287,4 +299,71 @@ async fn read_stream(
         }
     }
     result
+}
+
+/// The `expected` 64-bit IDs of one message: from `ids`, or (packed) decoded big-endian from
+/// `packed` into `scratch`; any other shape (wrong count or width, the other field filled,
+/// a partial ID) is an error.
+fn message_ids<'a>(
+    batch: &'a IdBatch,
+    packed: bool,
+    expected: u64,
+    scratch: &'a mut Vec<u64>,
+) -> Result<&'a [u64], String> {
+    let shape = || {
+        format!(
+            "a message held {} IDs in `ids`, {} bytes in `ids128` and {} bytes of {}-byte IDs in `packed`, not {expected} 64-bit IDs {}",
+            batch.ids.len(),
+            batch.ids128.len(),
+            batch.packed.len(),
+            batch.id_bytes,
+            if packed { "packed" } else { "in `ids`" }
+        )
+    };
+    if !batch.ids128.is_empty() {
+        return Err(shape());
+    }
+    if !packed {
+        if batch.ids.len() as u64 != expected || !batch.packed.is_empty() {
+            return Err(shape());
+        }
+        return Ok(&batch.ids);
+    }
+    if batch.id_bytes != 8 || !batch.ids.is_empty() || batch.packed.len() as u64 != expected * 8 {
+        return Err(shape());
+    }
+    scratch.clear();
+    scratch.extend(batch.packed_u64s());
+    Ok(scratch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_checked_by_encoding() {
+        let be = |ids: &[u64]| ids.iter().flat_map(|id| id.to_be_bytes()).collect::<Vec<u8>>();
+        let check = |batch: IdBatch, packed: bool, want: Result<&[u64], &str>| {
+            let mut scratch = Vec::new();
+            match (message_ids(&batch, packed, 2, &mut scratch), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{batch:?}"),
+                (Err(got), Err(part)) => assert!(got.contains(part), "{batch:?}: {got}"),
+                (got, want) => panic!("{batch:?}: got {got:?}, want {want:?}"),
+            }
+        };
+        let repeated = IdBatch { ids: vec![1, 2], ..IdBatch::default() };
+        check(repeated.clone(), false, Ok(&[1, 2]));
+        check(repeated, true, Err("not 2 64-bit IDs packed"));
+        check(IdBatch::from_packed_be(be(&[3, 258]), 8), true, Ok(&[3, 258]));
+        check(IdBatch::from_packed_be(be(&[3, 258]), 8), false, Err("in `ids`"));
+        check(IdBatch::from_packed_be(be(&[3]), 8), true, Err("8 bytes"));
+        check(IdBatch::from_packed_be(be(&[3, 4]), 16), true, Err("16-byte"));
+        check(IdBatch::from_u128s([1, 2]), false, Err("32 bytes in `ids128`"));
+        // Negative control: little-endian bytes decode to other numbers.
+        let little: Vec<u8> = [3u64, 258].iter().flat_map(|id| id.to_le_bytes()).collect();
+        let mut scratch = Vec::new();
+        let batch = IdBatch::from_packed_be(little, 8);
+        assert_ne!(message_ids(&batch, true, 2, &mut scratch).unwrap(), &[3, 258]);
+    }
 }

@@ -1,15 +1,16 @@
 //! HTTP/1.1 load: N keep-alive connections, each sending its next GET as soon as the previous
 //! answer is read in full (a closed loop, like wrk). Every answer must be 200 with the body
-//! the check expects.
+//! the check expects: JSON IDs, binary IDs (`Accept: application/octet-stream`), or a
+//! constant.
 
 use std::{sync::Arc, time::Duration};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::{
-    Request, StatusCode, Uri,
+    HeaderMap, Request, StatusCode, Uri,
     body::Bytes,
     client::conn::http1::{self, SendRequest},
-    header::{HOST, HeaderValue},
+    header::{ACCEPT, CONTENT_TYPE, HOST, HeaderValue},
 };
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
@@ -27,6 +28,18 @@ pub enum BodyCheck {
     Ids,
     /// The same bytes as the first answer (a bare endpoint such as `/healthz`).
     Constant,
+    /// idmint's binary batches: the request says `Accept: application/octet-stream`, and
+    /// every answer must be `application/octet-stream` with `Idmint-Id-Bytes: 8` and an
+    /// `Idmint-Count` that matches the body, 8 big-endian bytes per ID. Every ID is checked
+    /// as for [`BodyCheck::Ids`].
+    Binary,
+}
+
+impl BodyCheck {
+    /// Whether the answers hold IDs to check.
+    fn has_ids(self) -> bool {
+        self != BodyCheck::Constant
+    }
 }
 
 /// What to load.
@@ -86,6 +99,8 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
         host: HeaderValue::from_str(uri.authority().map_or("", |a| a.as_str()))
             .map_err(|e| fail(e.to_string()))?,
         uri,
+        accept: (options.check == BodyCheck::Binary)
+            .then(|| HeaderValue::from_static("application/octet-stream")),
     };
     let mut senders = Vec::with_capacity(options.connections);
     for _ in 0..options.connections {
@@ -94,12 +109,12 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
     // One request first: a wrong path or check fails here, with the answer in the message.
     let probe = send(&mut senders[0], &target).await.map_err(fail)?;
     if probe.0 != StatusCode::OK {
-        return Err(fail(format!("HTTP {}: {}", probe.0, excerpt(&probe.1))));
+        return Err(fail(format!("HTTP {}: {}", probe.0, excerpt(&probe.2))));
     }
-    if options.check == BodyCheck::Ids {
-        parse_ids(&probe.1, &mut IdRuns::unordered()).map_err(fail)?;
+    if options.check.has_ids() {
+        read_ids(options.check, &probe.1, &probe.2, &mut IdRuns::unordered()).map_err(fail)?;
     }
-    let reference = Arc::new(probe.1);
+    let reference = Arc::new(probe.2);
 
     let window = Window::new(options.warmup, options.duration);
     let target = Arc::new(target);
@@ -131,7 +146,7 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
             Err(e) => outcome.fail(|| format!("a connection task failed: {e}")),
         }
     }
-    if options.check == BodyCheck::Ids {
+    if options.check.has_ids() {
         outcome.distinct = Some(IdRuns::check(runs));
     }
     Ok(HttpReport {
@@ -153,6 +168,8 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
 struct Target {
     uri: Uri,
     host: HeaderValue,
+    /// The `Accept` header, if any.
+    accept: Option<HeaderValue>,
 }
 
 /// What one connection did.
@@ -184,19 +201,22 @@ async fn connect(uri: &Uri) -> Result<SendRequest<Empty<Bytes>>, String> {
 async fn send(
     sender: &mut SendRequest<Empty<Bytes>>,
     target: &Target,
-) -> Result<(StatusCode, Bytes), String> {
-    let request = Request::get(target.uri.clone())
+) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+    let mut request = Request::get(target.uri.clone())
         .header(HOST, target.host.clone())
         .body(Empty::new())
         .map_err(|e| e.to_string())?;
+    if let Some(accept) = &target.accept {
+        request.headers_mut().insert(ACCEPT, accept.clone());
+    }
     // The connection turns ready again a moment after the previous body was read, on its
     // own task; sending before then fails with "connection was not ready".
     sender.ready().await.map_err(|e| format!("connection: {}", chain(&e)))?;
     let response =
         sender.send_request(request).await.map_err(|e| format!("request: {}", chain(&e)))?;
-    let status = response.status();
-    let body = response.into_body().collect().await.map_err(|e| format!("body: {}", chain(&e)))?;
-    Ok((status, body.to_bytes()))
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map_err(|e| format!("body: {}", chain(&e)))?;
+    Ok((parts.status, parts.headers, body.to_bytes()))
 }
 
 /// One connection's closed loop until the window ends.
@@ -219,7 +239,7 @@ async fn drive(
         if sent >= window.end() {
             break;
         }
-        let (status, body) = match send(&mut sender, &target).await {
+        let (status, headers, body) = match send(&mut sender, &target).await {
             Ok(answer) => answer,
             Err(e) => {
                 // The connection is unusable: count it and stop this connection.
@@ -233,13 +253,15 @@ async fn drive(
             continue;
         }
         let ids = match check {
-            BodyCheck::Ids => match parse_ids(&body, &mut conn.runs) {
-                Ok(n) => n,
-                Err(e) => {
-                    conn.outcome.fail(|| format!("{e}: {}", excerpt(&body)));
-                    continue;
+            BodyCheck::Ids | BodyCheck::Binary => {
+                match read_ids(check, &headers, &body, &mut conn.runs) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        conn.outcome.fail(|| format!("{e}: {}", excerpt(&body)));
+                        continue;
+                    }
                 }
-            },
+            }
             BodyCheck::Constant => {
                 if body != *reference {
                     conn.outcome.fail(|| {
@@ -279,6 +301,46 @@ fn chain(error: &dyn std::error::Error) -> String {
 fn excerpt(body: &[u8]) -> String {
     let cut = &body[..body.len().min(200)];
     String::from_utf8_lossy(cut).into_owned()
+}
+
+/// Reads the IDs of an answer into `runs` by `check` (JSON or binary), and returns how many.
+fn read_ids(
+    check: BodyCheck,
+    headers: &HeaderMap,
+    body: &[u8],
+    runs: &mut IdRuns,
+) -> Result<u64, String> {
+    match check {
+        BodyCheck::Binary => parse_binary(headers, body, runs),
+        _ => parse_ids(body, runs),
+    }
+}
+
+/// Reads a binary batch (8 big-endian bytes per ID, `Idmint-Count` and `Idmint-Id-Bytes`
+/// matching the body) into `runs`, and returns how many IDs it held.
+fn parse_binary(headers: &HeaderMap, body: &[u8], runs: &mut IdRuns) -> Result<u64, String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if header(CONTENT_TYPE.as_str()) != Some("application/octet-stream") {
+        return Err(format!(
+            "not a binary answer: Content-Type {:?}",
+            header(CONTENT_TYPE.as_str())
+        ));
+    }
+    if header("idmint-id-bytes") != Some("8") {
+        return Err(format!("Idmint-Id-Bytes {:?}, not 8", header("idmint-id-bytes")));
+    }
+    let count: u64 = header("idmint-count")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("Idmint-Count {:?} is not a number", header("idmint-count")))?;
+    if count == 0 || body.len() as u64 != count * 8 {
+        return Err(format!("{} bytes for Idmint-Count {count} 8-byte IDs", body.len()));
+    }
+    for chunk in body.chunks_exact(8) {
+        let mut id = [0; 8];
+        id.copy_from_slice(chunk);
+        runs.push(u64::from_be_bytes(id));
+    }
+    Ok(count)
 }
 
 /// Reads the decimal IDs of an idmint answer (`"ids":[...]` or `"id":...`, quoted or not)
@@ -345,6 +407,54 @@ mod tests {
         assert_eq!(parse_ids(br#"{"namespace":"n","ids":["43","44",45]}"#, &mut runs), Ok(3));
         let distinct = IdRuns::check([runs]);
         assert_eq!((distinct.ids, distinct.runs, distinct.duplicates), (4, 1, 0));
+    }
+
+    #[test]
+    fn binary_answers_are_checked() {
+        let check = |headers: &[(&str, &str)], body: &[u8], want: Result<u64, &str>| {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                map.insert(
+                    hyper::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_str(value).unwrap(),
+                );
+            }
+            let mut runs = IdRuns::increasing();
+            match (parse_binary(&map, body, &mut runs), want) {
+                (Ok(got), Ok(want)) => {
+                    assert_eq!(got, want, "{headers:?}");
+                    assert_eq!(IdRuns::check([runs]).out_of_order, 0, "{headers:?}");
+                }
+                (Err(got), Err(part)) => assert!(got.contains(part), "{headers:?}: {got}"),
+                (got, want) => panic!("{headers:?}: got {got:?}, want {want:?}"),
+            }
+        };
+        let body: Vec<u8> = [1u64, 2, 3].iter().flat_map(|id| id.to_be_bytes()).collect();
+        let ok = [("content-type", "application/octet-stream"), ("idmint-id-bytes", "8")];
+        let with = |count| [ok[0], ok[1], ("idmint-count", count)];
+        check(&with("3"), &body, Ok(3));
+        check(&with("2"), &body, Err("24 bytes for Idmint-Count 2"));
+        check(&with("x"), &body, Err("not a number"));
+        check(&ok, &body, Err("not a number"));
+        check(&with("1"), &body[..7], Err("7 bytes"));
+        check(&[ok[0], ("idmint-id-bytes", "16"), ("idmint-count", "3")], &body, Err("not 8"));
+        check(&[("content-type", "application/json"), ok[1]], &body, Err("not a binary answer"));
+        // Negative control: the same IDs little-endian are out of order for the checker.
+        let little: Vec<u8> = [255u64, 256].iter().flat_map(|id| id.to_le_bytes()).collect();
+        let mut runs = IdRuns::increasing();
+        parse_binary(
+            &{
+                let mut map = HeaderMap::new();
+                map.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+                map.insert("idmint-id-bytes", HeaderValue::from_static("8"));
+                map.insert("idmint-count", HeaderValue::from_static("2"));
+                map
+            },
+            &little,
+            &mut runs,
+        )
+        .unwrap();
+        assert_eq!(IdRuns::check([runs]).out_of_order, 1);
     }
 
     #[test]

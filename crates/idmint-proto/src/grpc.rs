@@ -4,7 +4,10 @@
 //!
 //! 64-bit IDs travel packed in [`IdBatch::ids`] (8 bytes each); 128-bit IDs (hot-guid) travel
 //! in [`IdBatch::ids128`], 16 big-endian bytes per ID, one after another. [`IdBatch::u128s`]
-//! and [`IdBatch::from_u128s`] convert.
+//! and [`IdBatch::from_u128s`] convert. A request with `encoding` set to
+//! [`IdEncoding::PackedBe`] gets every ID in [`IdBatch::packed`] instead: fixed-width
+//! big-endian integers of [`IdBatch::id_bytes`] (8 or 16) bytes each; [`IdBatch::packed_u64s`]
+//! and [`IdBatch::u128s`] read them.
 //!
 //! # Example
 //!
@@ -14,7 +17,8 @@
 //! /// 100 IDs from the default namespace of a server started with `--grpc-listen`.
 //! async fn hundred_ids(url: String) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
 //!     let mut client = IdMintClient::connect(url).await?;
-//!     let batch = client.batch(BatchRequest { namespace: String::new(), count: 100 }).await?;
+//!     let request = BatchRequest { count: 100, ..BatchRequest::default() };
+//!     let batch = client.batch(request).await?;
 //!     Ok(batch.into_inner().ids)
 //! }
 //! ```
@@ -26,7 +30,7 @@ mod generated {
 }
 
 pub use generated::{
-    BatchRequest, DecodeRequest, DecodeResponse, Field, IdBatch, ListNamespacesRequest,
+    BatchRequest, DecodeRequest, DecodeResponse, Field, IdBatch, IdEncoding, ListNamespacesRequest,
     ListNamespacesResponse, NamespaceInfo, NextRequest, NextResponse, StreamRequest, field,
     id_mint_client,
     id_mint_client::IdMintClient,
@@ -76,11 +80,50 @@ impl IdBatch {
         for id in ids {
             bytes.extend_from_slice(&id.to_be_bytes());
         }
-        IdBatch { ids: Vec::new(), ids128: bytes }
+        IdBatch { ids128: bytes, ..IdBatch::default() }
     }
 
-    /// The 128-bit IDs of the batch, in order. A trailing partial ID (a malformed message)
-    /// is ignored.
+    /// A packed batch ([`IdEncoding::PackedBe`]): `packed` holds IDs of `id_bytes` bytes
+    /// each, big-endian, one after another.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_proto::grpc::IdBatch;
+    ///
+    /// let bytes: Vec<u8> = [5u64, 9].iter().flat_map(|id| id.to_be_bytes()).collect();
+    /// let batch = IdBatch::from_packed_be(bytes, 8);
+    /// assert_eq!(batch.packed_u64s().collect::<Vec<_>>(), [5, 9]);
+    /// assert!(batch.ids.is_empty() && batch.ids128.is_empty());
+    /// ```
+    pub fn from_packed_be(packed: Vec<u8>, id_bytes: u32) -> Self {
+        IdBatch { packed, id_bytes, ..IdBatch::default() }
+    }
+
+    /// The 64-bit IDs of a packed batch ([`IdEncoding::PackedBe`], `id_bytes` 8), in order;
+    /// nothing for a batch of another encoding or width. A trailing partial ID (a malformed
+    /// message) is ignored.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_proto::grpc::IdBatch;
+    ///
+    /// let batch = IdBatch::from_packed_be(258u64.to_be_bytes().to_vec(), 8);
+    /// assert_eq!(batch.packed_u64s().collect::<Vec<_>>(), [258]);
+    /// assert_eq!(IdBatch { ids: vec![1], ..IdBatch::default() }.packed_u64s().len(), 0);
+    /// ```
+    pub fn packed_u64s(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        let bytes = if self.id_bytes == 8 { self.packed.as_slice() } else { &[] };
+        bytes.chunks_exact(8).map(|chunk| {
+            let mut id = [0; 8];
+            id.copy_from_slice(chunk);
+            u64::from_be_bytes(id)
+        })
+    }
+
+    /// The 128-bit IDs of the batch, in order: from `ids128`, or from `packed` when
+    /// `id_bytes` is 16. A trailing partial ID (a malformed message) is ignored.
     ///
     /// # Example
     ///
@@ -91,7 +134,8 @@ impl IdBatch {
     /// assert_eq!(batch.u128s().collect::<Vec<_>>(), [u128::MAX, 7]);
     /// ```
     pub fn u128s(&self) -> impl ExactSizeIterator<Item = u128> + '_ {
-        self.ids128.chunks_exact(ID128_BYTES).map(|chunk| {
+        let bytes = if self.id_bytes == 16 { &self.packed } else { &self.ids128 };
+        bytes.chunks_exact(ID128_BYTES).map(|chunk| {
             let mut bytes = [0; ID128_BYTES];
             bytes.copy_from_slice(chunk);
             u128::from_be_bytes(bytes)
@@ -106,10 +150,15 @@ impl IdBatch {
     /// use idmint_proto::grpc::IdBatch;
     ///
     /// assert_eq!(IdBatch::from_u128s([1, 2, 3]).len(), 3);
-    /// assert_eq!(IdBatch { ids: vec![9], ids128: Vec::new() }.len(), 1);
+    /// assert_eq!(IdBatch { ids: vec![9], ..IdBatch::default() }.len(), 1);
+    /// assert_eq!(IdBatch::from_packed_be(vec![0; 24], 8).len(), 3);
     /// ```
     pub fn len(&self) -> usize {
-        self.ids.len() + self.ids128.len() / ID128_BYTES
+        let packed = match usize::try_from(self.id_bytes) {
+            Ok(width) if width > 0 => self.packed.len() / width,
+            _ => 0,
+        };
+        self.ids.len() + self.ids128.len() / ID128_BYTES + packed
     }
 
     /// Whether the batch holds no ID.

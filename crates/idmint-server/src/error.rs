@@ -51,6 +51,9 @@ pub enum Error {
     /// The method is not allowed on this route.
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// The `Accept` header allows none of the media types the route answers in.
+    #[error("not acceptable: this route answers in {0}")]
+    NotAcceptable(&'static str),
     /// The namespace holds no generator ID right now (starting, or claiming again).
     #[error("namespace `{0}` is not ready to issue ids")]
     NotReady(String),
@@ -126,6 +129,7 @@ impl Error {
             Error::Forbidden(_) => 403,
             Error::UnknownNamespace(_) | Error::NotFound(_) => 404,
             Error::MethodNotAllowed => 405,
+            Error::NotAcceptable(_) => 406,
             Error::PayloadTooLarge { .. } => 413,
             Error::UriTooLong => 414,
             Error::HeaderTooLarge { .. } => 431,
@@ -152,6 +156,7 @@ impl Error {
             Error::UriTooLong => "uri_too_long",
             Error::NotFound(_) => "not_found",
             Error::MethodNotAllowed => "method_not_allowed",
+            Error::NotAcceptable(_) => "not_acceptable",
             Error::NotReady(_) => "not_ready",
             Error::WindowExhausted { .. } => "window_exhausted",
             Error::Busy { .. } => "busy",
@@ -196,7 +201,7 @@ impl Error {
         // 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE,
         // 16 UNAUTHENTICATED, 9 FAILED_PRECONDITION.
         match self.status() {
-            400 => 3,
+            400 | 406 => 3,
             401 => 16,
             403 => 7,
             404 => 5,

@@ -1,4 +1,5 @@
-//! The HTTP API: routes, strict parameter parsing, bearer tokens, and JSON bodies. Handlers
+//! The HTTP API: routes, strict parameter parsing, bearer tokens, JSON bodies, and binary
+//! batches (`Accept: application/octet-stream`, [`batch_media`]). Handlers
 //! are thin: parse, call the namespace, write the answer.
 
 use std::sync::Arc;
@@ -20,7 +21,18 @@ use idmint_proto::{
 };
 use serde::{Deserialize, de::DeserializeOwned};
 
-use crate::{Error, Server, namespace::Namespace};
+use crate::{
+    Error, Server,
+    issuer::{BeBytes, IdSink as _},
+    namespace::Namespace,
+};
+
+/// The media type of binary batches: IDs as fixed-width big-endian unsigned integers.
+pub(crate) const OCTET_STREAM: &str = "application/octet-stream";
+/// The header of a binary batch that says how many IDs it holds.
+pub(crate) const COUNT_HEADER: &str = "idmint-count";
+/// The header of a binary batch that says how many bytes each ID takes (8 or 16).
+pub(crate) const ID_BYTES_HEADER: &str = "idmint-id-bytes";
 
 /// The router of the HTTP API, over one server.
 pub(crate) fn router(server: Arc<Server>) -> Router {
@@ -350,7 +362,108 @@ async fn batch(
         server.config().max_batch,
     )?;
     let count = params.count.ok_or_else(|| Error::BadRequest("`count` is required".into()))?;
-    batch_response(&server, ns, count, &params).await
+    let media = batch_media(&headers)?;
+    batch_response(&server, ns, count, &params, media).await
+}
+
+/// What a batch route answers in, by the request's `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchMedia {
+    /// `application/json`: the default, as always.
+    Json,
+    /// `application/octet-stream`: the IDs packed big-endian, 8 or 16 bytes each.
+    OctetStream,
+}
+
+/// Content negotiation of the batch routes (RFC 9110 section 12.5.1): each of the two media
+/// types gets the quality of the most specific range of `Accept` that matches it (exact,
+/// then `application/*`, then `*/*`); octet-stream is chosen only when its quality is
+/// higher than JSON's, so no `Accept`, an empty one, `*/*`, or any list that ranks JSON at
+/// least as high gets JSON as before. When both qualities are 0 (say `Accept: text/html`)
+/// nothing the route can send is acceptable: [`Error::NotAcceptable`] (406) rather than a
+/// body the client said it cannot read. A `q` that is not a number from 0 to 1 with at most
+/// three decimals is [`Error::BadRequest`].
+pub(crate) fn batch_media(headers: &HeaderMap) -> Result<BatchMedia, Error> {
+    // (specificity, quality in thousandths) of the best-matching range, per media type.
+    let mut json: Option<(u8, u16)> = None;
+    let mut octet: Option<(u8, u16)> = None;
+    let mut ranges = 0;
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let Some((kind, sub)) = media.split_once('/') else { continue };
+            ranges += 1;
+            let mut q = 1000;
+            for parameter in parts {
+                if let Some((key, value)) = parameter.split_once('=')
+                    && key.trim().eq_ignore_ascii_case("q")
+                {
+                    q = parse_quality(value.trim())?;
+                }
+            }
+            for (target, slot) in [("application/json", &mut json), (OCTET_STREAM, &mut octet)] {
+                let specificity = if media == target {
+                    3
+                } else if kind == "application" && sub == "*" {
+                    2
+                } else if kind == "*" && sub == "*" {
+                    1
+                } else {
+                    continue;
+                };
+                if slot.is_none_or(|(best, _)| specificity > best) {
+                    *slot = Some((specificity, q));
+                }
+            }
+        }
+    }
+    if ranges == 0 {
+        return Ok(BatchMedia::Json);
+    }
+    let (json, octet) = (json.map_or(0, |m| m.1), octet.map_or(0, |m| m.1));
+    if json == 0 && octet == 0 {
+        return Err(Error::NotAcceptable("application/json or application/octet-stream"));
+    }
+    Ok(if octet > json { BatchMedia::OctetStream } else { BatchMedia::Json })
+}
+
+/// A quality value (`q=0.5`) in thousandths: `0` to `1`, at most three decimals.
+fn parse_quality(text: &str) -> Result<u16, Error> {
+    let bad = || {
+        Error::BadRequest(format!(
+            "bad quality value `q={}` in Accept",
+            text.chars().take(16).collect::<String>()
+        ))
+    };
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let thousandths = fraction
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0u16, |n, b| n * 10 + u16::from(b - b'0'));
+    match whole {
+        "0" => Ok(thousandths),
+        "1" if thousandths == 0 => Ok(1000),
+        _ => Err(bad()),
+    }
+}
+
+/// `count` IDs of a namespace as fixed-width big-endian bytes: the body of an
+/// `application/octet-stream` batch and the `packed` field of a gRPC batch.
+pub(crate) async fn issue_be(
+    server: &Server,
+    ns: &Namespace,
+    count: u64,
+) -> Result<BeBytes, Error> {
+    let count = crate::config::check_count(count, server.config().max_batch)?;
+    let mut out = BeBytes::new(ns.layout.id_bits());
+    ns.batch_be(server.clocks(), count, server.config().max_wait_ms, &mut out).await?;
+    Ok(out)
 }
 
 /// The JSON body of `POST .../batch`: an object with `count` and optionally `format` (a
@@ -441,16 +554,39 @@ async fn batch_post(
         .map(|f| f.parse::<Format>().map_err(|e| Error::BadRequest(e.to_string())))
         .transpose()?;
     let params = Params { count: Some(body.count), format, numbers: body.numbers };
-    batch_response(&server, ns, body.count, &params).await
+    let media = batch_media(&headers)?;
+    batch_response(&server, ns, body.count, &params, media).await
 }
 
+/// A batch in the negotiated media type. `format` and `numbers` are checked either way, and
+/// shape only JSON: binary IDs are raw values.
 async fn batch_response(
     server: &Server,
     ns: &Namespace,
     count: u64,
     params: &Params,
+    media: BatchMedia,
 ) -> Result<Response, Error> {
     let (format, numbers) = output(ns, params)?;
+    if media == BatchMedia::OctetStream {
+        let ids = issue_be(server, ns, count).await?;
+        let issued = Issued(ids.len());
+        let width = ids.width();
+        let mut response = (
+            [
+                (header::CONTENT_TYPE, OCTET_STREAM),
+                (header::CACHE_CONTROL, "no-store"),
+                (header::VARY, "accept"),
+            ],
+            ids.bytes,
+        )
+            .into_response();
+        let headers = response.headers_mut();
+        headers.insert(COUNT_HEADER, HeaderValue::from(issued.0));
+        headers.insert(ID_BYTES_HEADER, HeaderValue::from(width));
+        response.extensions_mut().insert(issued);
+        return Ok(response);
+    }
     let ids = ns.batch(server.clocks(), count, server.config().max_wait_ms).await?;
     let issued = Issued(ids.len());
     // Written by hand: a 100,000-ID body is built in one buffer, without a String per ID.
@@ -466,6 +602,7 @@ async fn batch_response(
     }
     body.push_str("]}");
     let mut response = json_body(body);
+    response.headers_mut().insert(header::VARY, HeaderValue::from_static("accept"));
     response.extensions_mut().insert(issued);
     Ok(response)
 }
@@ -560,6 +697,38 @@ mod tests {
         check("9223372036854775808", None);
         check("1000000000", None);
         check("", None);
+    }
+
+    #[test]
+    fn batch_routes_negotiate_json_or_octet_stream() {
+        use BatchMedia::{Json, OctetStream};
+        let check = |accept: &[&str], want: Result<BatchMedia, u16>| {
+            let mut headers = HeaderMap::new();
+            for value in accept {
+                headers.append(header::ACCEPT, HeaderValue::from_str(value).unwrap());
+            }
+            assert_eq!(batch_media(&headers).map_err(|e| e.status()), want, "{accept:?}");
+        };
+        check(&[], Ok(Json));
+        check(&[""], Ok(Json));
+        check(&["*/*"], Ok(Json));
+        check(&["application/json"], Ok(Json));
+        check(&["application/*"], Ok(Json));
+        check(&["text/html,application/xhtml+xml,*/*;q=0.8"], Ok(Json));
+        check(&["application/octet-stream"], Ok(OctetStream));
+        check(&["Application/Octet-Stream"], Ok(OctetStream));
+        check(&["application/octet-stream, */*;q=0.1"], Ok(OctetStream));
+        check(&["application/octet-stream", "application/json;q=0.5"], Ok(OctetStream));
+        check(&["application/octet-stream;q=0.5, application/json"], Ok(Json));
+        check(&["application/octet-stream, application/json"], Ok(Json));
+        check(&["*/*, application/json;q=0"], Ok(OctetStream));
+        check(&["text/html"], Err(406));
+        check(&["application/json;q=0"], Err(406));
+        check(&["application/octet-stream;q=0, text/plain"], Err(406));
+        check(&["application/octet-stream;q=2"], Err(400));
+        check(&["application/octet-stream;q=0.1234"], Err(400));
+        check(&["application/octet-stream;q=x"], Err(400));
+        check(&["application/octet-stream;q=0.25,application/json;q=0.125"], Ok(OctetStream));
     }
 
     #[test]

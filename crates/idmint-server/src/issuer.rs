@@ -135,7 +135,6 @@ impl Backoff {
     }
 }
 
-/// Where issued IDs go: `AnyId`s, or the bare `u64`s of a 64-bit layout.
 /// A batch count (already checked against `max_batch`) as a length, and the capacity to set
 /// aside for it: the one conversion of a count, so every issuer reserves alike.
 pub(crate) fn count_len(count: u64) -> (usize, usize) {
@@ -143,6 +142,9 @@ pub(crate) fn count_len(count: u64) -> (usize, usize) {
     (len, len.min(1 << 20))
 }
 
+/// Where issued IDs go: `AnyId`s, the bare `u64`s of a 64-bit layout, or fixed-width
+/// big-endian bytes ([`BeBytes`]). Lengths count IDs, not bytes. A generator's batches arrive
+/// whole (`take`), and the bare-`u64` and byte sinks drain them in bulk.
 pub(crate) trait IdSink: Send {
     fn len(&self) -> usize;
     fn reserve(&mut self, additional: usize);
@@ -192,10 +194,85 @@ impl IdSink for Vec<u64> {
     }
 
     fn take(&mut self, batch: AnyBatch) {
-        // Only 64-bit layouts issue into `u64`s (`Server::issue_u64` checks the width).
-        self.extend(batch.map(|id| match id {
-            AnyId::U64(v) => v,
-            AnyId::U128(v) => v as u64,
-        }));
+        // Only 64-bit layouts issue into `u64`s (`Server::issue_u64` checks the width first),
+        // so the refusal of a 128-bit batch cannot happen; were it to, the IDs are dropped
+        // (a gap), never truncated to 64 bits.
+        if let Err(e) = batch.extend_u64s(self) {
+            tracing::error!(error = %e, "a 128-bit batch was issued into 64-bit ids");
+        }
+    }
+}
+
+/// IDs as fixed-width big-endian bytes, one after another: 8 bytes per ID of a 64-bit
+/// layout, 16 per ID of a 128-bit one. What packed gRPC batches and
+/// `application/octet-stream` HTTP batches carry; filled through [`AnyBatch::write_be`], with
+/// no `AnyId` and no dispatch per ID.
+#[derive(Debug)]
+pub(crate) struct BeBytes {
+    pub(crate) bytes: Vec<u8>,
+    /// The bytes of one ID: 8 or 16.
+    width: usize,
+}
+
+impl BeBytes {
+    /// An empty buffer for IDs of a layout `id_bits` wide.
+    pub(crate) fn new(id_bits: u32) -> Self {
+        BeBytes { bytes: Vec::new(), width: if id_bits == 128 { 16 } else { 8 } }
+    }
+
+    /// The bytes of one ID.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Replaces each ID from byte `start` on with `map(id)` (public IDs), in place.
+    pub(crate) fn publish_from(
+        &mut self,
+        start: usize,
+        mut map: impl FnMut(AnyId) -> Result<AnyId, Error>,
+    ) -> Result<(), Error> {
+        let width = self.width;
+        for chunk in self.bytes[start..].chunks_exact_mut(width) {
+            let id = match <[u8; 8]>::try_from(&*chunk) {
+                Ok(bytes) => AnyId::U64(u64::from_be_bytes(bytes)),
+                Err(_) => AnyId::U128(u128::from_be_bytes(
+                    chunk.try_into().map_err(|_| Error::Config("a partial packed id".into()))?,
+                )),
+            };
+            match (map(id)?, width) {
+                (AnyId::U64(v), 8) => chunk.copy_from_slice(&v.to_be_bytes()),
+                (AnyId::U128(v), 16) => chunk.copy_from_slice(&v.to_be_bytes()),
+                _ => return Err(Error::Config("a public id changed its width".into())),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl IdSink for BeBytes {
+    fn len(&self) -> usize {
+        self.bytes.len() / self.width
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.bytes.reserve(additional.saturating_mul(self.width));
+    }
+
+    fn take(&mut self, batch: AnyBatch) {
+        batch.write_be(&mut self.bytes);
+    }
+
+    fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>) {
+        for id in ids {
+            if self.width == 8 {
+                self.bytes.extend_from_slice(&id.to_be_bytes());
+            } else {
+                self.bytes.extend_from_slice(&u128::from(id).to_be_bytes());
+            }
+        }
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.bytes.truncate(len.saturating_mul(self.width));
     }
 }

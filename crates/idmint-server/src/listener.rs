@@ -109,7 +109,7 @@ pub async fn serve(
 /// let shutdown = CancellationToken::new();
 /// let task = tokio::spawn(idmint_server::serve_grpc(Arc::clone(&server), listener, shutdown.clone()));
 /// let mut client = IdMintClient::connect(url).await.unwrap();
-/// let batch = client.batch(BatchRequest { namespace: String::new(), count: 3 }).await.unwrap();
+/// let batch = client.batch(BatchRequest { namespace: String::new(), count: 3, ..Default::default() }).await.unwrap();
 /// assert_eq!(batch.into_inner().ids.len(), 3);
 /// shutdown.cancel();
 /// task.await.unwrap()?;

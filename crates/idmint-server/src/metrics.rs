@@ -69,7 +69,7 @@ pub(crate) struct HttpMetrics {
     pub(crate) latency: Latencies,
 }
 
-const STATUSES: [u16; 12] = [200, 400, 401, 403, 404, 405, 413, 414, 431, 500, 503, 504];
+const STATUSES: [u16; 13] = [200, 400, 401, 403, 404, 405, 406, 413, 414, 431, 500, 503, 504];
 
 /// Why the server closed an HTTP connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use crate::{
     Backends, Error, NamespaceConfig, ServerConfig, Source,
     clock::Clocks,
     issuer::{
-        Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis, redis::Redis,
-        segment::Segment, store::Stored,
+        BeBytes, Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis,
+        redis::Redis, segment::Segment, store::Stored,
     },
     metrics::{NamespaceGauges, NamespaceMetrics},
 };
@@ -238,6 +238,30 @@ impl Namespace {
         let start = out.len();
         self.issuer.issue_into(clocks, count, max_wait_ms, out).await?;
         self.publish_u64(&mut out[start..])?;
+        NamespaceMetrics::add(&self.shared.metrics.requests, 1);
+        if count > 1 {
+            NamespaceMetrics::add(&self.shared.metrics.batches, 1);
+        }
+        Ok(())
+    }
+
+    /// `count` IDs appended to `out` as fixed-width big-endian bytes (public forms when the
+    /// namespace has public IDs), counted as [`Namespace::batch_u64`] counts them: the path
+    /// of packed gRPC batches and `application/octet-stream` HTTP batches.
+    pub(crate) async fn batch_be(
+        &self,
+        clocks: &Clocks,
+        count: u64,
+        max_wait_ms: u64,
+        out: &mut BeBytes,
+    ) -> Result<(), Error> {
+        let start = out.bytes.len();
+        self.issuer.issue_into(clocks, count, max_wait_ms, out).await?;
+        if let Some(public) = &self.public {
+            out.publish_from(start, |id| {
+                public.obfuscate(id).map_err(|e| self.public_exhausted(e))
+            })?;
+        }
         NamespaceMetrics::add(&self.shared.metrics.requests, 1);
         if count > 1 {
             NamespaceMetrics::add(&self.shared.metrics.batches, 1);

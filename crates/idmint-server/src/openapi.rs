@@ -85,6 +85,14 @@ fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Valu
             schema["properties"]["numbers"] = numbers.clone();
             operation["requestBody"]["content"]["application/json"]["schema"] = schema;
         }
+        // A binary batch's IDs are as wide as the namespace's. (`get_mut`, not indexing,
+        // which would add the keys to operations that lack them.)
+        if let Some(width) = operation
+            .pointer_mut("/responses/200/headers/Idmint-Id-Bytes/schema")
+            .and_then(Value::as_object_mut)
+        {
+            width.insert("enum".into(), json!([bits / 8]));
+        }
         if let Some(fields) = operation.as_object_mut() {
             if ns.token().is_some() {
                 fields.insert("security".into(), json!([{"bearer": []}]));
@@ -115,6 +123,7 @@ mod tests {
                     token: Some("t".into()),
                     ..NamespaceConfig::named("web")
                 },
+                NamespaceConfig { layout: "hot-guid".into(), ..NamespaceConfig::named("guid") },
             ],
             ..ServerConfig::default()
         };
@@ -147,6 +156,29 @@ mod tests {
         let body =
             &paths["/v1/batch"]["post"]["requestBody"]["content"]["application/json"]["schema"];
         assert_eq!(body["properties"]["count"]["maximum"], 500);
+        // Binary batches: the media type, the 406, and the width of each namespace's IDs.
+        for (path, method, width) in [
+            ("/v1/batch", "get", 8),
+            ("/v1/batch", "post", 8),
+            ("/v1/namespaces/web/batch", "get", 8),
+            ("/v1/namespaces/guid/batch", "get", 16),
+            ("/v1/namespaces/guid/batch", "post", 16),
+        ] {
+            let responses = &paths[path][method]["responses"];
+            let ok = &responses["200"];
+            assert!(ok["content"]["application/octet-stream"].is_object(), "{path} {method}");
+            assert!(ok["content"]["application/json"].is_object(), "{path} {method}");
+            assert_eq!(
+                ok["headers"]["Idmint-Id-Bytes"]["schema"]["enum"],
+                serde_json::json!([width])
+            );
+            assert!(responses["406"].is_object(), "{path} {method}");
+        }
+        assert!(
+            paths["/v1/next"]["get"]["responses"]["200"]["content"]
+                .get("application/octet-stream")
+                .is_none()
+        );
         server.stop().await.unwrap();
     }
 }

@@ -1,5 +1,6 @@
 //! The gRPC API, in process: every call through a tonic client against `serve_all` on a
-//! `MemoryCoordinator`, streams (order, cancellation, shutdown), the status codes of bad input,
+//! `MemoryCoordinator`, streams (order, cancellation, shutdown), packed big-endian batches
+//! beside the repeated fields (and old clients' unchanged messages), the status codes of bad input,
 //! health, and the shutdown order with calls in flight. Every await that could hang is bounded
 //! by a timeout; no test waits for wall-clock time to pass.
 
@@ -17,8 +18,8 @@ use common::SHUTDOWN_ORDER;
 use idmint_coord::MemoryCoordinator;
 use idmint_core::{Layout, SystemClock};
 use idmint_proto::grpc::{
-    BatchRequest, DecodeRequest, IdBatch, IdMintClient, ListNamespacesRequest, NextRequest,
-    SERVICE_NAME, StreamRequest, field,
+    BatchRequest, DecodeRequest, IdBatch, IdEncoding, IdMintClient, ListNamespacesRequest,
+    NextRequest, SERVICE_NAME, StreamRequest, field,
 };
 use idmint_server::{Error, NamespaceConfig, Server, ServerConfig};
 use tokio::task::JoinHandle;
@@ -170,11 +171,17 @@ async fn every_call_answers() {
     assert_eq!(next.text, format!("{id:016x}"));
 
     // Batch: after the single ID, increasing.
-    let batch =
-        within("batch", client.batch(BatchRequest { namespace: "default".into(), count: 1000 }))
-            .await
-            .unwrap()
-            .into_inner();
+    let batch = within(
+        "batch",
+        client.batch(BatchRequest {
+            namespace: "default".into(),
+            count: 1000,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap()
+    .into_inner();
     assert_eq!(batch.ids.len(), 1000);
     assert!(batch.ids128.is_empty());
     assert!(batch.ids[0] > id);
@@ -225,11 +232,13 @@ async fn every_call_answers() {
             .into_inner();
     let guid = next.id_u128().expect("a 128-bit id");
     assert_eq!(next.id_u64(), None);
-    let batch =
-        within("batch guid", client.batch(BatchRequest { namespace: "guid".into(), count: 500 }))
-            .await
-            .unwrap()
-            .into_inner();
+    let batch = within(
+        "batch guid",
+        client.batch(BatchRequest { namespace: "guid".into(), count: 500, ..Default::default() }),
+    )
+    .await
+    .unwrap()
+    .into_inner();
     assert!(batch.ids.is_empty());
     assert_eq!(batch.ids128.len(), 500 * 16);
     let guids: Vec<u128> = batch.u128s().collect();
@@ -253,8 +262,10 @@ async fn every_call_answers() {
     // The token namespace, with its token.
     let batch = within(
         "batch secret",
-        client
-            .batch(with_token(BatchRequest { namespace: "secret".into(), count: 3 }, Some(TOKEN))),
+        client.batch(with_token(
+            BatchRequest { namespace: "secret".into(), count: 3, ..Default::default() },
+            Some(TOKEN),
+        )),
     )
     .await
     .unwrap()
@@ -278,7 +289,12 @@ async fn every_call_answers() {
 async fn stream_sends_batches_of_distinct_increasing_ids() {
     let running = Running::start(config(vec![NamespaceConfig::default()])).await;
     let mut client = running.client().await;
-    let request = StreamRequest { namespace: "default".into(), batch_size: 4096, batches: 10 };
+    let request = StreamRequest {
+        namespace: "default".into(),
+        batch_size: 4096,
+        batches: 10,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     let (batches, status) = drain_stream(&mut stream).await;
     assert!(status.is_none(), "the stream ended with {status:?}");
@@ -289,7 +305,12 @@ async fn stream_sends_batches_of_distinct_increasing_ids() {
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 40_960);
 
     // A batch size above max_batch is lowered to it.
-    let request = StreamRequest { namespace: String::new(), batch_size: 1_000_000, batches: 2 };
+    let request = StreamRequest {
+        namespace: String::new(),
+        batch_size: 1_000_000,
+        batches: 2,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     let (batches, status) = drain_stream(&mut stream).await;
     assert!(status.is_none(), "the stream ended with {status:?}");
@@ -310,7 +331,12 @@ async fn a_cancelled_stream_stops_issuing() {
         .initial_stream_window_size(64 * 1024)
         .initial_connection_window_size(64 * 1024);
     let mut client = IdMintClient::new(within("connect", endpoint.connect()).await.unwrap());
-    let request = StreamRequest { namespace: String::new(), batch_size: 1000, batches: 0 };
+    let request = StreamRequest {
+        namespace: String::new(),
+        batch_size: 1000,
+        batches: 0,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     for _ in 0..3 {
         let batch = within("message", stream.message()).await.unwrap().expect("a batch");
@@ -368,7 +394,10 @@ async fn bad_input_gets_the_right_status() {
     let running = Running::start(three_namespaces()).await;
     let mut client = running.client().await;
     let batch = |namespace: &str, count: u64, token: Option<&str>| {
-        let request = with_token(BatchRequest { namespace: namespace.into(), count }, token);
+        let request = with_token(
+            BatchRequest { namespace: namespace.into(), count, ..Default::default() },
+            token,
+        );
         batch_call(client.clone(), request)
     };
     let cases: Vec<(Case, Result<(), Status>)> = vec![
@@ -403,8 +432,11 @@ async fn bad_input_gets_the_right_status() {
                 error: "unauthorized",
             },
             {
-                let mut request =
-                    Request::new(BatchRequest { namespace: "secret".into(), count: 1 });
+                let mut request = Request::new(BatchRequest {
+                    namespace: "secret".into(),
+                    count: 1,
+                    ..Default::default()
+                });
                 request
                     .metadata_mut()
                     .insert("authorization", format!("Basic {TOKEN}").parse().unwrap());
@@ -486,7 +518,12 @@ async fn bad_input_gets_the_right_status() {
                 error: "bad_request",
             },
             client
-                .stream(StreamRequest { namespace: String::new(), batch_size: 0, batches: 1 })
+                .stream(StreamRequest {
+                    namespace: String::new(),
+                    batch_size: 0,
+                    batches: 1,
+                    ..Default::default()
+                })
                 .await
                 .map(drop),
         ),
@@ -497,7 +534,12 @@ async fn bad_input_gets_the_right_status() {
                 error: "unknown_namespace",
             },
             client
-                .stream(StreamRequest { namespace: "nope".into(), batch_size: 1, batches: 1 })
+                .stream(StreamRequest {
+                    namespace: "nope".into(),
+                    batch_size: 1,
+                    batches: 1,
+                    ..Default::default()
+                })
                 .await
                 .map(drop),
         ),
@@ -508,7 +550,12 @@ async fn bad_input_gets_the_right_status() {
                 error: "unauthorized",
             },
             client
-                .stream(StreamRequest { namespace: "secret".into(), batch_size: 1, batches: 1 })
+                .stream(StreamRequest {
+                    namespace: "secret".into(),
+                    batch_size: 1,
+                    batches: 1,
+                    ..Default::default()
+                })
                 .await
                 .map(drop),
         ),
@@ -612,14 +659,25 @@ async fn shutdown_drains_both_apis_before_persisting() {
     let mut client = running.client().await;
 
     // An endless stream, read for a while.
-    let request = StreamRequest { namespace: String::new(), batch_size: 1000, batches: 0 };
+    let request = StreamRequest {
+        namespace: String::new(),
+        batch_size: 1000,
+        batches: 0,
+        ..Default::default()
+    };
     let mut stream = within("stream", client.stream(request)).await.unwrap().into_inner();
     let first = within("message", stream.message()).await.unwrap().unwrap();
 
     // A slow batch, in flight when the token is cancelled.
     let mut slow_client = client.clone();
     let slow = tokio::spawn(async move {
-        slow_client.batch(BatchRequest { namespace: "slow".into(), count: SLOW_BATCH }).await
+        slow_client
+            .batch(BatchRequest {
+                namespace: "slow".into(),
+                count: SLOW_BATCH,
+                ..Default::default()
+            })
+            .await
     });
     within("the slow batch to be issuing", async {
         while running.metric("idmint_sequence_exhaustions_total{namespace=\"slow\"}") == 0 {
@@ -679,12 +737,224 @@ async fn serve_grpc_alone_shuts_down_in_order() {
     let task =
         tokio::spawn(idmint_server::serve_grpc(Arc::clone(&server), listener, shutdown.clone()));
     let mut client = within("connect", IdMintClient::connect(url)).await.unwrap();
-    let batch = within("batch", client.batch(BatchRequest { namespace: String::new(), count: 5 }))
-        .await
-        .unwrap();
+    let batch = within(
+        "batch",
+        client.batch(BatchRequest { namespace: String::new(), count: 5, ..Default::default() }),
+    )
+    .await
+    .unwrap();
     assert_eq!(batch.into_inner().ids.len(), 5);
     shutdown.cancel();
     within("shutdown", task).await.unwrap().unwrap();
     assert_eq!(server.shutdown_steps().len(), 5);
     assert!(!server.is_ready());
+}
+
+/// Which fields of an `IdBatch` a request for `encoding` may fill, checked, and its IDs
+/// widened to `u128`: packed is `id_bytes` big-endian bytes per ID in `packed` alone; unset
+/// is `ids` (64-bit) or `ids128` (128-bit) alone, and nothing else on the wire, byte for
+/// byte what servers sent before `encoding` existed.
+fn ids_of(batch: &IdBatch, encoding: IdEncoding, bits: u32) -> Vec<u128> {
+    use prost::Message as _;
+    match encoding {
+        IdEncoding::PackedBe => {
+            let width = if bits == 128 { 16 } else { 8 };
+            assert_eq!(batch.id_bytes, width, "id_bytes");
+            assert!(batch.ids.is_empty() && batch.ids128.is_empty(), "only `packed`");
+            assert_eq!(batch.packed.len() % width as usize, 0, "whole ids");
+            if bits == 128 {
+                batch.u128s().collect()
+            } else {
+                batch.packed_u64s().map(u128::from).collect()
+            }
+        }
+        IdEncoding::Unspecified => {
+            // Re-encoded, the message holds exactly today's field: no `packed`, no `id_bytes`.
+            let today = if bits == 128 {
+                IdBatch { ids128: batch.ids128.clone(), ..IdBatch::default() }
+            } else {
+                IdBatch { ids: batch.ids.clone(), ..IdBatch::default() }
+            };
+            assert_eq!(batch.encode_to_vec(), today.encode_to_vec(), "today's message");
+            assert!(batch.packed.is_empty() && batch.id_bytes == 0);
+            if bits == 128 {
+                assert!(batch.ids.is_empty());
+                batch.u128s().collect()
+            } else {
+                assert!(batch.ids128.is_empty());
+                batch.ids.iter().copied().map(u128::from).collect()
+            }
+        }
+    }
+}
+
+/// Checks one answer's IDs: the count asked for, strictly increasing, all above the
+/// namespace's earlier IDs, and of about now for a layout with time (so bytes read in the
+/// wrong order fail). Returns the last ID.
+fn check_ids(
+    what: &str,
+    ids: &[u128],
+    count: usize,
+    bits: u32,
+    after: Option<u128>,
+) -> Result<u128, String> {
+    if ids.len() != count {
+        return Err(format!("{what}: {} ids, want {count}", ids.len()));
+    }
+    if let Some(pair) = ids.windows(2).find(|w| w[0] >= w[1]) {
+        return Err(format!("{what}: {} then {}", pair[0], pair[1]));
+    }
+    if let (Some(before), Some(&first)) = (after, ids.first())
+        && first <= before
+    {
+        return Err(format!("{what}: {first} after {before}"));
+    }
+    let layout = Layout::builtin(if bits == 128 { "hot-guid" } else { "snowflake" }).unwrap();
+    let now_ms = idmint_core::Clock::now_ms(&SystemClock);
+    for &id in ids {
+        let id = if bits == 128 {
+            idmint_core::AnyId::U128(id)
+        } else {
+            idmint_core::AnyId::U64(u64::try_from(id).map_err(|_| format!("{what}: {id} > u64"))?)
+        };
+        match layout.time_ms(id, u64::MAX) {
+            Ok(Some(ms)) if ms.abs_diff(now_ms) > 60_000 => {
+                return Err(format!("{what}: {id} issued at {ms}, not about {now_ms}"));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("{what}: {id}: {e}")),
+        }
+    }
+    ids.last().copied().ok_or_else(|| format!("{what}: no ids"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packed_and_repeated_batches_carry_the_same_ids() {
+    use IdEncoding::{PackedBe, Unspecified};
+    use prost::Message as _;
+    // An old client's request is the new request with `encoding` unset, byte for byte.
+    let old = BatchRequest { count: 5, ..Default::default() };
+    assert_eq!(old.encode_to_vec(), [0x10, 5]);
+
+    let running = Running::start(three_namespaces()).await;
+    let mut client = running.client().await;
+    let rows = [
+        ("default", 1000, Unspecified, 64),
+        ("default", 1000, PackedBe, 64),
+        ("default", 1, PackedBe, 64),
+        ("default", 1, Unspecified, 64),
+        ("default", 10_000, PackedBe, 64),
+        ("guid", 500, Unspecified, 128),
+        ("guid", 500, PackedBe, 128),
+        ("guid", 1, PackedBe, 128),
+    ];
+    let mut last: std::collections::HashMap<&str, u128> = Default::default();
+    for (namespace, count, encoding, bits) in rows {
+        let what = format!("Batch {namespace} {count} {encoding:?}");
+        let request =
+            BatchRequest { namespace: namespace.into(), count, encoding: encoding.into() };
+        let batch = within(&what, client.batch(request)).await.unwrap().into_inner();
+        assert_eq!(batch.len(), count as usize, "{what}");
+        let ids = ids_of(&batch, encoding, bits);
+        let end = check_ids(&what, &ids, count as usize, bits, last.get(namespace).copied())
+            .unwrap_or_else(|e| panic!("{e}"));
+        last.insert(namespace, end);
+    }
+    // Streams: packed messages, then repeated ones, on one namespace.
+    for (namespace, encoding, bits) in
+        [("default", PackedBe, 64), ("default", Unspecified, 64), ("guid", PackedBe, 128)]
+    {
+        let what = format!("Stream {namespace} {encoding:?}");
+        let request = StreamRequest {
+            namespace: namespace.into(),
+            batch_size: 4096,
+            batches: 5,
+            encoding: encoding.into(),
+        };
+        let mut stream = within(&what, client.stream(request)).await.unwrap().into_inner();
+        let (batches, status) = drain_stream(&mut stream).await;
+        assert!(status.is_none(), "{what} ended with {status:?}");
+        assert_eq!(batches.len(), 5, "{what}");
+        for batch in &batches {
+            let ids = ids_of(batch, encoding, bits);
+            let end = check_ids(&what, &ids, 4096, bits, last.get(namespace).copied())
+                .unwrap_or_else(|e| panic!("{e}"));
+            last.insert(namespace, end);
+        }
+    }
+    // An encoding this server does not know is refused, not answered in another form.
+    let request = BatchRequest { namespace: String::new(), count: 3, encoding: 7 };
+    let status = within("unknown encoding", client.batch(request)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let request = StreamRequest { batch_size: 3, batches: 1, encoding: -1, ..Default::default() };
+    let status = within("unknown encoding", client.stream(request)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    running.stop().await.unwrap();
+}
+
+/// Negative control: the checks (`check_ids`) of `packed_and_repeated_batches_carry_the_same_ids` fail for
+/// packed bytes read little-endian and for a batch one ID short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packed_checks_catch_little_endian_and_short_batches() {
+    let running = Running::start(three_namespaces()).await;
+    let mut client = running.client().await;
+    let request =
+        BatchRequest { count: 100, encoding: IdEncoding::PackedBe.into(), ..Default::default() };
+    let batch = within("batch", client.batch(request)).await.unwrap().into_inner();
+    let ids = ids_of(&batch, IdEncoding::PackedBe, 64);
+    check_ids("real", &ids, 100, 64, None).expect("the real answer passes");
+    let little: Vec<u128> = batch
+        .packed
+        .chunks_exact(8)
+        .map(|c| u128::from(u64::from_le_bytes(c.try_into().unwrap())))
+        .collect();
+    assert!(check_ids("little-endian", &little, 100, 64, None).is_err());
+    assert!(check_ids("short", &ids[1..], 100, 64, None).is_err());
+    running.stop().await.unwrap();
+}
+
+/// Public IDs are applied to packed batches too: what a packed batch hands out is not the
+/// layout's IDs, and each reveals (decode with the token) to increasing IDs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packed_batches_carry_public_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = dir.path().join("keys.json");
+    std::fs::write(
+        &keys,
+        r#"{"method": "ff1", "version_bits": 0, "active": 0,
+  "keys": [{"version": 0, "secret": "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"}]}"#,
+    )
+    .expect("keys");
+    let namespace = NamespaceConfig {
+        token: Some(TOKEN.into()),
+        public_ids: Some(idmint_server::PublicIdsSettings {
+            key_file: keys.to_string_lossy().into_owned(),
+        }),
+        ..NamespaceConfig::named("orders")
+    };
+    let running = Running::start(config(vec![namespace])).await;
+    let mut client = running.client().await;
+    let request = BatchRequest {
+        namespace: "orders".into(),
+        count: 200,
+        encoding: IdEncoding::PackedBe.into(),
+    };
+    let batch =
+        within("batch", client.batch(with_token(request, Some(TOKEN)))).await.unwrap().into_inner();
+    let public: Vec<u64> = batch.packed_u64s().collect();
+    assert_eq!(public.len(), 200);
+    assert!(public.windows(2).any(|w| w[0] > w[1]), "public ids are not in time order");
+    let mut revealed = Vec::new();
+    for id in &public {
+        let request =
+            DecodeRequest { namespace: "orders".into(), id: id.to_string(), format: None };
+        let decoded = within("decode", client.decode(with_token(request, Some(TOKEN))))
+            .await
+            .unwrap()
+            .into_inner();
+        revealed.push(decoded.id.parse::<u64>().expect("decimal"));
+    }
+    assert!(revealed.windows(2).all(|w| w[0] < w[1]), "the ids behind them increase");
+    assert_ne!(public, revealed, "the packed path handed out the ids themselves");
+    running.stop().await.unwrap();
 }

@@ -12,7 +12,7 @@ use std::{
 use axum::{
     Router,
     extract::{Query, State},
-    http::{HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::get,
 };
@@ -80,8 +80,14 @@ pub(crate) fn requests(server: &TestServer) -> u64 {
 /// A scripted answer of the fake server's batch route.
 #[derive(Debug, Clone)]
 pub(crate) enum Answer {
-    /// 200 with these IDs (as decimal strings).
+    /// 200 with these IDs as JSON (decimal strings), as a server that predates binary batches
+    /// answers whatever the `Accept`.
     Ids(Vec<u64>),
+    /// 200 with these IDs in binary: 8 big-endian bytes each, with `Idmint-Count` and
+    /// `Idmint-Id-Bytes`.
+    Binary(Vec<u64>),
+    /// 200 with this content type, body, and `Idmint-Count` (if given; `Idmint-Id-Bytes` is 8).
+    Raw(&'static str, Vec<u8>, Option<&'static str>),
     /// An idmint error: status, code, and `Retry-After` seconds.
     Error(u16, &'static str, Option<u64>),
 }
@@ -97,6 +103,7 @@ struct Script {
     infos: AtomicUsize,
     fingerprint: String,
     counts: Mutex<Vec<u64>>,
+    accepts: Mutex<Vec<String>>,
 }
 
 /// A fake idmint server for the `default` namespace (snowflake, unless another fingerprint
@@ -127,6 +134,7 @@ impl Fake {
             infos: AtomicUsize::new(0),
             fingerprint: fingerprint.map_or(snowflake, str::to_owned),
             counts: Mutex::new(Vec::new()),
+            accepts: Mutex::new(Vec::new()),
         });
         let router = Router::new()
             .route("/v1/namespaces", get(fake_namespaces))
@@ -150,6 +158,11 @@ impl Fake {
     /// The `count` of each batch request, in order.
     pub(crate) fn counts(&self) -> Vec<u64> {
         self.script.counts.lock().expect("not poisoned").clone()
+    }
+
+    /// The `Accept` header of each batch request, in order.
+    pub(crate) fn accepts(&self) -> Vec<String> {
+        self.script.accepts.lock().expect("not poisoned").clone()
     }
 }
 
@@ -186,14 +199,37 @@ async fn fake_namespaces(State(script): State<Arc<Script>>) -> axum::Json<Namesp
 async fn fake_batch(
     State(script): State<Arc<Script>>,
     Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
 ) -> Response {
     let count = query.get("count").and_then(|c| c.parse().ok()).unwrap_or(0);
     script.counts.lock().expect("not poisoned").push(count);
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    script.accepts.lock().expect("not poisoned").push(accept.to_owned());
     let n = script.batches.fetch_add(1, Ordering::SeqCst);
     match &script.answers[n.min(script.answers.len() - 1)] {
         Answer::Ids(ids) => {
             let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
             axum::Json(serde_json::json!({ "namespace": "default", "ids": ids })).into_response()
+        }
+        Answer::Binary(ids) => {
+            let body: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+            let count = ids.len().to_string();
+            let headers = [
+                (header::CONTENT_TYPE, "application/octet-stream"),
+                (header::HeaderName::from_static("idmint-count"), count.as_str()),
+                (header::HeaderName::from_static("idmint-id-bytes"), "8"),
+            ];
+            (headers, body).into_response()
+        }
+        Answer::Raw(content_type, body, count) => {
+            let mut response =
+                ([(header::CONTENT_TYPE, *content_type)], body.clone()).into_response();
+            let headers = response.headers_mut();
+            headers.insert("idmint-id-bytes", HeaderValue::from_static("8"));
+            if let Some(count) = count {
+                headers.insert("idmint-count", HeaderValue::from_static(count));
+            }
+            response
         }
         Answer::Error(status, code, retry_after) => {
             let body = serde_json::json!({ "error": { "code": code, "message": "scripted" } });
