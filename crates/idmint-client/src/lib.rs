@@ -376,6 +376,11 @@ impl ClientBuilder {
     /// batch when `low_water` IDs are left (0: only when none is left). Default: 100 and 50.
     /// `batch_size` must be 1 to [`max_batch`](Self::max_batch), `low_water` below it.
     ///
+    /// For the highest sustained rate, set `low_water` to `batch_size - 1`: the next batch is
+    /// then fetched as soon as a batch is taken into use, so the server always has a request
+    /// to fill, at the cost of holding up to two batches (a gap when the client stops).
+    /// BENCHMARKS.md measures both.
+    ///
     /// # Example
     ///
     /// ```
