@@ -131,6 +131,12 @@ fn snowflaked_sync(n: u64) -> u64 {
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` runs every bench target with `--bench` (and a filter, if given): this one
+    // only counts under callgrind, so it says where to run it and does not fail the suite.
+    if args.first().is_some_and(|arg| arg == "--bench") {
+        eprintln!("instructions: counted under callgrind only; run scripts/instructions");
+        return ExitCode::SUCCESS;
+    }
     let [case, n] = args.as_slice() else {
         eprintln!("usage: instructions <case> <n>");
         return ExitCode::from(2);
