@@ -26,7 +26,8 @@ Examples:
   idmint bench http --url http://127.0.0.1:8080/v1/next --connections 32
   idmint bench http --url http://127.0.0.1:8080/healthz --check constant
   idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000'
-  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --check binary
+  idmint bench http --check binary \\
+    --url 'http://127.0.0.1:8080/v1/batch?count=1000'
   idmint bench grpc-stream --url http://127.0.0.1:50051 --batch-size 4096
   idmint bench grpc-stream --url http://127.0.0.1:50051 --packed
   idmint bench ferroid-stream --url http://127.0.0.1:50052 --streams 2
@@ -42,7 +43,8 @@ enum Mode {
     #[command(after_help = "Examples:
   idmint bench http --url http://127.0.0.1:8080/v1/next --connections 32
   idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --json
-  idmint bench http --url 'http://127.0.0.1:8080/v1/batch?count=1000' --check binary")]
+  idmint bench http --check binary \\
+    --url 'http://127.0.0.1:8080/v1/batch?count=1000'")]
     Http(HttpArgs),
     /// idmint's gRPC Stream call: IDs/s, time per message.
     #[command(after_help = "Examples:

@@ -575,6 +575,36 @@ mod etcd {
         // applied before the next worker read the key, or it fails. Nothing to wait for.
         crash_loop(&spec, dir.path(), 100, 100, &|| {});
     }
+
+    /// The checks the file store passes at the end of the ID space, on etcd: a key raised by
+    /// hand near 2^63 - 1 (never lowered) is taken; a range past the end is refused, the last
+    /// one is handed out, and then the store is exhausted; a key that is not a decimal value
+    /// is reported as corrupt, not read as zero; bad requests are refused.
+    #[tokio::test]
+    async fn the_etcd_store_stops_at_the_largest_id_and_refuses_a_corrupt_key() {
+        use idmint_coord::{EtcdStore, EtcdStoreOptions};
+
+        let Some(cluster) = testing::available(EtcdCluster::start(1).await) else { return };
+        let options = EtcdStoreOptions { prefix: "seg/".into(), ..EtcdStoreOptions::default() };
+        let store = EtcdStore::connect(&cluster.endpoints(), options).await.expect("connect");
+        assert_eq!(store.next_range(NS, 5).await.expect("first range"), 1..6);
+        for (namespace, step) in [("", 1), ("Upper", 1), ("ok", 0), ("ok", MAX_SEGMENT_ID + 1)] {
+            let got = store.next_range(namespace, step).await;
+            assert!(matches!(got, Err(Error::InvalidRequest(_))), "{namespace:?} {step}: {got:?}");
+        }
+        let mut raw = etcd_client::Client::connect(cluster.endpoints(), None).await.expect("etcd");
+        let key = format!("seg/segments/{NS}");
+        let near = MAX_SEGMENT_ID - 10;
+        raw.put(key.as_str(), near.to_string(), None).await.expect("raise the key");
+        match store.next_range(NS, 11).await {
+            Err(e @ Error::Exhausted { .. }) => assert!(e.to_string().contains("never wraps")),
+            other => panic!("passing 2^63-1 must be refused, got {other:?}"),
+        }
+        assert_eq!(store.next_range(NS, 10).await.expect("last range"), near + 1..MAX_SEGMENT_ID + 1);
+        assert!(matches!(store.next_range(NS, 1).await, Err(Error::Exhausted { .. })));
+        raw.put(key.as_str(), "garbage", None).await.expect("corrupt the key");
+        assert!(matches!(store.next_range(NS, 1).await, Err(Error::Corrupt { .. })));
+    }
 }
 
 #[cfg(feature = "postgres")]
