@@ -306,7 +306,6 @@ impl AnyGenerator {
     /// assert_eq!(generator.next(0)?.ready().unwrap().to_string(), "10000000000");
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    #[inline]
     pub fn next(&self, now_ms: u64) -> Result<Next<AnyId>, Error> {
         match &self.inner {
             AnyInner::U64(g) => Ok(g.next(now_ms)?.map(AnyId::U64)),

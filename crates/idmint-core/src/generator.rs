@@ -216,9 +216,7 @@ impl<I: GeneratedId> Generator<I> {
     /// assert!(matches!(generator.next(t - 5_000), Err(Error::ClockBackward { behind_ms: 5_000, .. })));
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    // Always inlined, like `Sequencer::next` inside it: with only `#[inline]`, the larger body
-    // made LLVM keep it out of line in callers (BENCHMARKS.md, "Instructions per call").
-    #[inline(always)]
+    #[inline]
     pub fn next(&self, now_ms: u64) -> Result<Next<I>, Error> {
         Ok(self.seq.next(now_ms)?.map(|pair| I::from_generated(self.packer.pack(pair))))
     }

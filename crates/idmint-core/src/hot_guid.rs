@@ -626,8 +626,7 @@ impl HotGuidGenerator {
     /// assert!(matches!(err, Error::ClockBackward { behind_ms: 5_000, tolerance_ms: 1_000 }));
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    // Always inlined, as `Generator::next` is: see there.
-    #[inline(always)]
+    #[inline]
     pub fn next(&self, now_ms: u64) -> Result<Next<HotGuid>, Error> {
         Ok(self.seq.next(now_ms)?.map(|pair| pack(self.node, pair)))
     }

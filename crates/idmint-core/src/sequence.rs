@@ -116,11 +116,7 @@ impl Sequencer {
     }
 
     /// Reserves the next pair. Returns the packed pair, or when the caller must retry.
-    ///
-    /// Always inlined: out of line, its `Result` (with the large `Error`) travels through
-    /// memory, and `AnyGenerator::next` cost 2.15 times the typed `next` in instructions
-    /// (BENCHMARKS.md, "Instructions per call").
-    #[inline(always)]
+    #[inline]
     pub(crate) fn next(&self, now_ms: u64) -> Result<Next<u64>, Error> {
         let now_tick = self.tick_of(now_ms)?;
         let ceiling = self.ceiling.load(Ordering::Relaxed);

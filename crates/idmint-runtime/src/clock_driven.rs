@@ -90,7 +90,7 @@ macro_rules! sources {
             type Id = $id;
             type Batch = $batch;
 
-            #[inline(always)]
+            #[inline]
             fn next_at(&self, now_ms: u64) -> Result<Next<$id>, idmint_core::Error> {
                 $next(self, now_ms)
             }
