@@ -600,7 +600,10 @@ mod etcd {
             Err(e @ Error::Exhausted { .. }) => assert!(e.to_string().contains("never wraps")),
             other => panic!("passing 2^63-1 must be refused, got {other:?}"),
         }
-        assert_eq!(store.next_range(NS, 10).await.expect("last range"), near + 1..MAX_SEGMENT_ID + 1);
+        assert_eq!(
+            store.next_range(NS, 10).await.expect("last range"),
+            near + 1..MAX_SEGMENT_ID + 1
+        );
         assert!(matches!(store.next_range(NS, 1).await, Err(Error::Exhausted { .. })));
         raw.put(key.as_str(), "garbage", None).await.expect("corrupt the key");
         assert!(matches!(store.next_range(NS, 1).await, Err(Error::Corrupt { .. })));
