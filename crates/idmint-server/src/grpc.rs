@@ -656,7 +656,7 @@ async fn issue_batch(
     packed: bool,
 ) -> Result<IdBatch, Error> {
     if packed {
-        let ids = crate::http::issue_be(server, ns, count).await?;
+        let ids = server.issue_be_from(ns, count).await?;
         let width = u32::try_from(ids.width()).unwrap_or(8);
         return Ok(IdBatch::from_packed_be(ids.bytes, width));
     }
@@ -666,7 +666,7 @@ async fn issue_batch(
         return Ok(IdBatch { ids, ..IdBatch::default() });
     }
     // `ids128` is the same bytes as a packed batch of 128-bit IDs: written alike, in bulk.
-    let ids = crate::http::issue_be(server, ns, count).await?;
+    let ids = server.issue_be_from(ns, count).await?;
     Ok(IdBatch { ids128: ids.bytes, ..IdBatch::default() })
 }
 

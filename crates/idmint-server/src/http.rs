@@ -21,11 +21,7 @@ use idmint_proto::{
 };
 use serde::{Deserialize, de::DeserializeOwned};
 
-use crate::{
-    Error, Server,
-    issuer::{BeBytes, IdSink as _},
-    namespace::Namespace,
-};
+use crate::{Error, Server, issuer::IdSink as _, namespace::Namespace};
 
 /// The media type of binary batches: IDs as fixed-width big-endian unsigned integers.
 pub(crate) const OCTET_STREAM: &str = "application/octet-stream";
@@ -453,19 +449,6 @@ fn parse_quality(text: &str) -> Result<u16, Error> {
     }
 }
 
-/// `count` IDs of a namespace as fixed-width big-endian bytes: the body of an
-/// `application/octet-stream` batch and the `packed` field of a gRPC batch.
-pub(crate) async fn issue_be(
-    server: &Server,
-    ns: &Namespace,
-    count: u64,
-) -> Result<BeBytes, Error> {
-    let count = crate::config::check_count(count, server.config().max_batch)?;
-    let mut out = BeBytes::new(ns.layout.id_bits());
-    ns.batch_be(server.clocks(), count, server.config().max_wait_ms, &mut out).await?;
-    Ok(out)
-}
-
 /// The JSON body of `POST .../batch`: an object with `count` and optionally `format` (a
 /// string) and `numbers` (a boolean), each at most once, nothing else. `null` for an optional
 /// field is refused (leave it out instead); so is an array, which serde would take as the
@@ -569,7 +552,7 @@ async fn batch_response(
 ) -> Result<Response, Error> {
     let (format, numbers) = output(ns, params)?;
     if media == BatchMedia::OctetStream {
-        let ids = issue_be(server, ns, count).await?;
+        let ids = server.issue_be_from(ns, count).await?;
         let issued = Issued(ids.len());
         let width = ids.width();
         let mut response = (

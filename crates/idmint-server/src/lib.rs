@@ -523,6 +523,20 @@ impl Server {
         ns.batch_u64(&self.clocks, count, self.config.max_wait_ms, out).await
     }
 
+    /// `count` IDs of a namespace as fixed-width big-endian bytes, with the checks of
+    /// [`Server::issue`]: the body of an `application/octet-stream` batch and the `packed`
+    /// field of a gRPC batch.
+    pub(crate) async fn issue_be_from(
+        &self,
+        ns: &Namespace,
+        count: u64,
+    ) -> Result<issuer::BeBytes, Error> {
+        let count = config::check_count(count, self.config.max_batch)?;
+        let mut out = issuer::BeBytes::new(ns.layout.id_bits());
+        ns.batch_be(&self.clocks, count, self.config.max_wait_ms, &mut out).await?;
+        Ok(out)
+    }
+
     /// The layout of a namespace.
     ///
     /// # Errors
