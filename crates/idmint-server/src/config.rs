@@ -432,6 +432,12 @@ impl Default for NamespaceConfig {
 }
 
 impl NamespaceConfig {
+    /// How many generator IDs the namespace claims and issues from: `generators`, 1 when
+    /// unset (validation refuses 0).
+    pub(crate) fn generator_lanes(&self) -> u64 {
+        self.generators.unwrap_or(1).max(1)
+    }
+
     /// A `snowflake` namespace with this name and every other setting at its default.
     pub fn named(name: &str) -> Self {
         NamespaceConfig {

@@ -166,7 +166,7 @@ impl Namespace {
     /// except that several generator IDs make increasing IDs only k-sorted across batches.
     pub(crate) fn order(&self) -> Order {
         match self.source.order(&self.layout) {
-            Order::Increasing if self.shared.config.generators.unwrap_or(1) > 1 => Order::KSorted,
+            Order::Increasing if self.shared.config.generator_lanes() > 1 => Order::KSorted,
             order => order,
         }
     }
@@ -238,10 +238,7 @@ impl Namespace {
         let start = out.len();
         self.issuer.issue_into(clocks, count, max_wait_ms, out).await?;
         self.publish_u64(&mut out[start..])?;
-        NamespaceMetrics::add(&self.shared.metrics.requests, 1);
-        if count > 1 {
-            NamespaceMetrics::add(&self.shared.metrics.batches, 1);
-        }
+        self.count_call(count);
         Ok(())
     }
 
@@ -262,11 +259,16 @@ impl Namespace {
                 public.obfuscate(id).map_err(|e| self.public_exhausted(e))
             })?;
         }
+        self.count_call(count);
+        Ok(())
+    }
+
+    /// Counts one call of `count` IDs: a request, and a batch when it asked for more than one.
+    fn count_call(&self, count: u64) {
         NamespaceMetrics::add(&self.shared.metrics.requests, 1);
         if count > 1 {
             NamespaceMetrics::add(&self.shared.metrics.batches, 1);
         }
-        Ok(())
     }
 
     /// Reserves IDs until `count` are in hand, with the waiting rules of a request.

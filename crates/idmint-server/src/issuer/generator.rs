@@ -94,7 +94,7 @@ pub(crate) struct GeneratorIssuer {
 
 impl GeneratorIssuer {
     pub(crate) fn new(ns: Arc<Shared>) -> Self {
-        let count = ns.config.generators.unwrap_or(1).max(1);
+        let count = ns.config.generator_lanes();
         GeneratorIssuer {
             lanes: (0..count).map(|_| Lane::default()).collect(),
             ns,
