@@ -359,16 +359,8 @@ pub(crate) fn parse_binary(
         return Err(format!("asked for {asked} ids, got {count}"));
     }
     Ok(match width {
-        8 => Ids::U64(
-            body.chunks_exact(8)
-                .map(|c| u64::from_be_bytes(c.try_into().unwrap_or_default()))
-                .collect(),
-        ),
-        _ => Ids::U128(
-            body.chunks_exact(16)
-                .map(|c| u128::from_be_bytes(c.try_into().unwrap_or_default()))
-                .collect(),
-        ),
+        8 => Ids::U64(idmint_proto::be_u64s(body).collect()),
+        _ => Ids::U128(idmint_proto::be_u128s(body).collect()),
     })
 }
 

@@ -335,10 +335,8 @@ fn parse_binary(headers: &HeaderMap, body: &[u8], runs: &mut IdRuns) -> Result<u
     if count == 0 || body.len() as u64 != count * 8 {
         return Err(format!("{} bytes for Idmint-Count {count} 8-byte IDs", body.len()));
     }
-    for chunk in body.chunks_exact(8) {
-        let mut id = [0; 8];
-        id.copy_from_slice(chunk);
-        runs.push(u64::from_be_bytes(id));
+    for id in idmint_proto::be_u64s(body) {
+        runs.push(id);
     }
     Ok(count)
 }

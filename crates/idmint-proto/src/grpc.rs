@@ -114,12 +114,7 @@ impl IdBatch {
     /// assert_eq!(IdBatch { ids: vec![1], ..IdBatch::default() }.packed_u64s().len(), 0);
     /// ```
     pub fn packed_u64s(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        let bytes = if self.id_bytes == 8 { self.packed.as_slice() } else { &[] };
-        bytes.chunks_exact(8).map(|chunk| {
-            let mut id = [0; 8];
-            id.copy_from_slice(chunk);
-            u64::from_be_bytes(id)
-        })
+        crate::be_u64s(if self.id_bytes == 8 { self.packed.as_slice() } else { &[] })
     }
 
     /// The 128-bit IDs of the batch, in order: from `ids128`, or from `packed` when
@@ -134,12 +129,7 @@ impl IdBatch {
     /// assert_eq!(batch.u128s().collect::<Vec<_>>(), [u128::MAX, 7]);
     /// ```
     pub fn u128s(&self) -> impl ExactSizeIterator<Item = u128> + '_ {
-        let bytes = if self.id_bytes == 16 { &self.packed } else { &self.ids128 };
-        bytes.chunks_exact(ID128_BYTES).map(|chunk| {
-            let mut bytes = [0; ID128_BYTES];
-            bytes.copy_from_slice(chunk);
-            u128::from_be_bytes(bytes)
-        })
+        crate::be_u128s(if self.id_bytes == 16 { &self.packed } else { &self.ids128 })
     }
 
     /// How many IDs the batch holds, of either width.

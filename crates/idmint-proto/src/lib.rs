@@ -28,6 +28,40 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "grpc")]
 pub mod grpc;
 
+/// The 64-bit IDs of packed big-endian bytes (an `application/octet-stream` batch, or a
+/// packed gRPC batch of 8-byte IDs), in order. A trailing partial ID is ignored: callers
+/// check the length against the count first.
+///
+/// # Example
+///
+/// ```
+/// let bytes: Vec<u8> = [5u64, 258].iter().flat_map(|id| id.to_be_bytes()).collect();
+/// assert_eq!(idmint_proto::be_u64s(&bytes).collect::<Vec<_>>(), [5, 258]);
+/// ```
+pub fn be_u64s(bytes: &[u8]) -> impl ExactSizeIterator<Item = u64> + '_ {
+    bytes.chunks_exact(8).map(|chunk| {
+        let mut id = [0; 8];
+        id.copy_from_slice(chunk);
+        u64::from_be_bytes(id)
+    })
+}
+
+/// The 128-bit IDs of packed big-endian bytes (16 per ID), in order; as [`be_u64s`].
+///
+/// # Example
+///
+/// ```
+/// let bytes = [7u128.to_be_bytes(), u128::MAX.to_be_bytes()].concat();
+/// assert_eq!(idmint_proto::be_u128s(&bytes).collect::<Vec<_>>(), [7, u128::MAX]);
+/// ```
+pub fn be_u128s(bytes: &[u8]) -> impl ExactSizeIterator<Item = u128> + '_ {
+    bytes.chunks_exact(16).map(|chunk| {
+        let mut id = [0; 16];
+        id.copy_from_slice(chunk);
+        u128::from_be_bytes(id)
+    })
+}
+
 /// The name of the namespace a server always has, unless configured otherwise.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
