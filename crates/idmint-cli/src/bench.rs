@@ -156,6 +156,9 @@ struct ClientArgs {
     /// The buffer level that starts a refill [default: half of --prefetch].
     #[arg(long, value_name = "N")]
     low_water: Option<usize>,
+    /// Refills in flight at once (the client's `pipeline`, 1 to 8).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pipeline: usize,
     /// Threads of the client's runtime (the refill task runs beside the caller).
     #[arg(long, value_name = "N", default_value_t = 2)]
     threads: usize,
@@ -226,6 +229,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
                 namespace: a.namespace.clone(),
                 prefetch: a.prefetch,
                 low_water: a.low_water.unwrap_or(a.prefetch / 2),
+                pipeline: a.pipeline,
                 warmup,
                 duration,
             };
@@ -392,8 +396,9 @@ impl Report for load::ClientReport {
     fn text(&self, out: &mut impl Write, threads: usize, warmup: Duration) -> anyhow::Result<()> {
         writeln!(
             out,
-            "client next() {} namespace {}: prefetch {} (refill at {}), {threads} client thread(s)",
-            self.url, self.namespace, self.prefetch, self.low_water
+            "client next() {} namespace {}: prefetch {} (refill at {}, {} in flight), {threads} \
+             client thread(s)",
+            self.url, self.namespace, self.prefetch, self.low_water, self.pipeline
         )?;
         timing(out, self.seconds, warmup)?;
         writeln!(

@@ -1,4 +1,4 @@
-//! The prefetch buffer (after Hazelcast's Flake ID client): the current batch, the next one
+//! The prefetch buffer (after Hazelcast's Flake ID client): the current batch, the batches
 //! fetched ahead, and the hand-off between callers and the refill task.
 //!
 //! Taking an ID is one `arc-swap` load and one `fetch_add` on the batch's cursor: every index
@@ -6,9 +6,12 @@
 //! out twice. Locks and waiting happen only when the current batch is used up. This module
 //! never sends a request: the refill task (in the crate root) does, and delivers here.
 
-use std::sync::{
-    Arc, Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+use std::{
+    collections::VecDeque,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
 };
 
 use arc_swap::ArcSwap;
@@ -34,6 +37,10 @@ impl Ids {
         }
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The ID at `index`, which must be in bounds.
     #[inline(always)]
     fn get(&self, index: usize) -> AnyId {
@@ -44,7 +51,7 @@ impl Ids {
     }
 
     pub(crate) fn first(&self) -> Option<AnyId> {
-        (self.len() > 0).then(|| self.get(0))
+        (!self.is_empty()).then(|| self.get(0))
     }
 
     pub(crate) fn last(&self) -> Option<AnyId> {
@@ -90,8 +97,8 @@ impl Batch {
 /// What the callers and the refill task share behind a lock (only on the slow path).
 #[derive(Debug, Default)]
 struct State {
-    /// The batch fetched ahead, waiting for the current one to run out.
-    ready: Option<Arc<Batch>>,
+    /// The batches fetched ahead, in order, waiting for the current one to run out.
+    ready: VecDeque<Arc<Batch>>,
     /// How many fetches have finished.
     fetches: u64,
     /// The error of the last fetch, if it failed.
@@ -155,10 +162,19 @@ impl Buffer {
         self.want.notified().await;
     }
 
-    /// How many IDs are held: what is left of the current batch plus the batch fetched ahead.
+    /// Whether a batch has been asked for since the last delivery (for the task).
+    pub(crate) fn is_wanted(&self) -> bool {
+        self.wanted.load(Ordering::Acquire)
+    }
+
+    /// How many IDs are held: what is left of the current batch plus the batches fetched ahead.
     pub(crate) fn buffered(&self) -> usize {
-        let ahead = self.lock().ready.as_ref().map_or(0, |b| b.len);
-        self.current.load().remaining() + ahead
+        self.current.load().remaining() + self.ahead()
+    }
+
+    /// How many IDs the batches fetched ahead hold (not the current one).
+    pub(crate) fn ahead(&self) -> usize {
+        self.lock().ready.iter().map(|b| b.len).sum()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -187,7 +203,7 @@ impl Buffer {
                 if self.current.load().remaining() > 0 {
                     continue;
                 }
-                if let Some(batch) = state.ready.take() {
+                if let Some(batch) = state.ready.pop_front() {
                     self.current.store(batch);
                     continue;
                 }
@@ -208,8 +224,8 @@ impl Buffer {
         }
     }
 
-    /// Hands the result of a fetch to the waiting callers (for the refill task). A batch
-    /// becomes the batch fetched ahead; an error goes to the callers waiting now.
+    /// Hands the result of a fetch to the waiting callers (for the refill task). A batch joins
+    /// the batches fetched ahead; an error goes to the callers waiting now.
     pub(crate) fn deliver(&self, result: Result<Ids, Error>) {
         {
             let mut state = self.lock();
@@ -217,7 +233,9 @@ impl Buffer {
             match result {
                 Ok(ids) if !state.closed => {
                     state.error = None;
-                    state.ready = Some(Arc::new(Batch::new(ids, self.low_water)));
+                    if !ids.is_empty() {
+                        state.ready.push_back(Arc::new(Batch::new(ids, self.low_water)));
+                    }
                 }
                 Ok(_) => {}
                 Err(error) => state.error = Some(error),
@@ -233,7 +251,7 @@ impl Buffer {
         {
             let mut state = self.lock();
             state.closed = true;
-            state.ready = None;
+            state.ready.clear();
             self.current.store(Arc::new(Batch::empty()));
         }
         self.fetched.notify_waiters();
@@ -260,7 +278,7 @@ mod tests {
         let check = |len: u64, low_water: usize, want_refill_after: Option<usize>| {
             let buffer = Buffer::new(low_water);
             buffer.deliver(Ok(ids(0..len)));
-            buffer.current.store(buffer.lock().ready.take().unwrap());
+            buffer.current.store(buffer.lock().ready.pop_front().unwrap());
             let mut asked = None;
             for taken in 1..=len as usize {
                 assert!(buffer.take().is_some());

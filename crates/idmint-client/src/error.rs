@@ -156,6 +156,10 @@ pub enum ErrorKind {
     /// The client was closed with [`Client::close`](crate::Client::close).
     #[error("the client is closed")]
     Closed,
+    /// A refill failed inside the client itself (its task panicked): a bug in the client, never
+    /// a server's doing. Nothing of that refill is handed out.
+    #[error("a refill failed inside the client: {0}")]
+    Internal(String),
     /// The client was built outside a tokio runtime.
     #[error("the client must be built inside a tokio runtime (or use `build_blocking`)")]
     NoRuntime,

@@ -81,7 +81,10 @@
 //!
 //! Hazelcast's Flake ID client is the model. The client holds a batch (by default 100 IDs, at
 //! most 100,000); when it falls to the low-water mark a background task fetches the next
-//! batch (one fetch in flight at a time), and `next()` waits only when both are used up.
+//! batch (one fetch in flight at a time, or up to [`pipeline`](ClientBuilder::pipeline)), and
+//! `next()` waits only when every batch is used up. With several fetches in flight their
+//! batches may interleave; IDs are then handed out only once no fetch in flight can bring a
+//! lower one, merged in order, so `next()` stays increasing.
 //! Buffered IDs are lost when the client is closed or dropped: a gap, never a repeat.
 //!
 //! # IDs
@@ -99,6 +102,7 @@
 //! - `order`: which layouts grow per generator, and the checks of a batch (pure functions).
 //! - `transport`: the HTTP calls (hyper, HTTP/1.1 keep-alive, no TLS).
 //! - `buffer`: the prefetch buffer; `next()`'s fast path.
+//! - `sequencer`: which IDs of refills in flight together are final, merged in order (pure).
 //! - [`blocking`]: the same client for synchronous code.
 //! - `error`: [`Error`].
 
@@ -107,6 +111,7 @@ mod endpoints;
 mod error;
 mod order;
 mod retry;
+mod sequencer;
 mod transport;
 
 #[cfg(feature = "blocking")]
@@ -124,16 +129,20 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use crate::error::{Error, ErrorKind};
 use crate::{
-    buffer::{Buffer, Ids},
+    buffer::Buffer,
     endpoints::Endpoints,
     order::Order,
     retry::{Decision, Failure, Jitter, Policy},
+    sequencer::{Arrival, Sequencer},
     transport::{CallError, Endpoint, Transport},
 };
 
 /// The largest batch an idmint server answers by default (its `max_batch`), and Hazelcast's
 /// largest prefetch.
 const DEFAULT_MAX_BATCH: usize = 100_000;
+
+/// The most refills a client keeps in flight at once ([`ClientBuilder::pipeline`]).
+pub const MAX_PIPELINE: usize = 8;
 
 /// A client of a set of idmint servers, for one namespace.
 ///
@@ -194,6 +203,7 @@ pub struct ClientBuilder {
     policy: Policy,
     batch_size: usize,
     low_water: usize,
+    pipeline: usize,
     max_batch: usize,
 }
 
@@ -207,6 +217,7 @@ impl Default for ClientBuilder {
             policy: Policy::default(),
             batch_size: 100,
             low_water: 50,
+            pipeline: 1,
             max_batch: DEFAULT_MAX_BATCH,
         }
     }
@@ -377,9 +388,9 @@ impl ClientBuilder {
     /// `batch_size` must be 1 to [`max_batch`](Self::max_batch), `low_water` below it.
     ///
     /// For the highest sustained rate, set `low_water` to `batch_size - 1`: the next batch is
-    /// then fetched as soon as a batch is taken into use, so the server always has a request
-    /// to fill, at the cost of holding up to two batches (a gap when the client stops).
-    /// BENCHMARKS.md measures both.
+    /// then fetched as soon as a batch is taken into use, at the cost of holding up to two
+    /// batches (a gap when the client stops); with [`pipeline`](Self::pipeline) 2 the server
+    /// also has the next request before it finishes a batch. BENCHMARKS.md measures both.
     ///
     /// # Example
     ///
@@ -390,6 +401,30 @@ impl ClientBuilder {
     pub fn prefetch(mut self, batch_size: usize, low_water: usize) -> Self {
         self.batch_size = batch_size;
         self.low_water = low_water;
+        self
+    }
+
+    /// How many refills may be in flight at once: 1 (the default) to
+    /// [`MAX_PIPELINE`]. With 1, the server has nothing to do from the moment it answers a
+    /// refill until the next one reaches it (the answer's transfer, the client's checks, the
+    /// next request), and a client that takes IDs faster than the server makes them loses that
+    /// time on every batch. With 2, the next request already waits at the server.
+    ///
+    /// The server serves requests in flight at once tick by tick, so their batches can
+    /// interleave. `next()` still hands out increasing IDs (for layouts that increase): an ID
+    /// is handed out once no request in flight can bring a lower one, and the batches are
+    /// merged in order (see DESIGN.md). The cost: the first `next()` waits for the first
+    /// `pipeline` batches, and the client holds up to `pipeline + 2` batches (a gap when it
+    /// stops).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint_client::Client::builder().prefetch(100_000, 99_999).pipeline(2);
+    /// # let _ = builder;
+    /// ```
+    pub fn pipeline(mut self, depth: usize) -> Self {
+        self.pipeline = depth;
         self
     }
 
@@ -482,6 +517,12 @@ impl ClientBuilder {
                 self.max_batch, self.batch_size
             ));
         }
+        if !(1..=MAX_PIPELINE).contains(&self.pipeline) {
+            return bad(format!(
+                "the pipeline depth must be 1 to {MAX_PIPELINE}, not {}",
+                self.pipeline
+            ));
+        }
         if self.low_water >= self.batch_size {
             return bad(format!(
                 "the low-water mark ({}) must be below the batch size ({})",
@@ -510,6 +551,7 @@ impl ClientBuilder {
             policy: self.policy,
             namespace: self.namespace,
             batch_size: self.batch_size,
+            pipeline: self.pipeline,
             max_batch: self.max_batch,
             buffer: Buffer::new(self.low_water),
             task: Mutex::new(None),
@@ -644,8 +686,8 @@ impl Client {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let ids = self.shared.fetch(n.min(self.shared.max_batch), false).await?;
-        Ok(ids.into_vec())
+        let fetched = self.shared.fetch(n.min(self.shared.max_batch), false).await?;
+        Ok(fetched.ids.into_vec())
     }
 
     /// How many IDs the prefetch buffer holds now.
@@ -685,7 +727,7 @@ impl Client {
         &self.shared.namespace
     }
 
-    /// Closes the client: stops the refill task (a fetch in flight is abandoned, which at
+    /// Closes the client: stops the refill task (the fetches in flight are abandoned, which at
     /// most leaves a gap), drops the buffered IDs, and waits for the task to end. Later calls
     /// on this client and its clones fail with [`ErrorKind::Closed`]; closing again does nothing.
     ///
@@ -775,6 +817,8 @@ struct Shared {
     route: Mutex<Route>,
     namespace: String,
     batch_size: usize,
+    /// Refills in flight at most.
+    pipeline: usize,
     max_batch: usize,
     buffer: Buffer,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -795,7 +839,7 @@ struct Route {
 struct Known {
     /// From `GET /v1/namespaces`, once.
     layout: Option<LayoutAt>,
-    /// The last ID of the last prefetched batch from this endpoint.
+    /// The largest ID of the prefetched batches from this endpoint.
     last: Option<AnyId>,
 }
 
@@ -817,9 +861,9 @@ impl Shared {
     }
 
     /// Fetches `count` IDs with retries and failover (see the crate docs). `prefetch` marks
-    /// the refill task's requests, which are sequential, so their batches are also checked
-    /// against the endpoint's previous one.
-    async fn fetch(&self, count: usize, prefetch: bool) -> Result<Ids, Error> {
+    /// the refill task's requests, whose batches are also checked against the endpoint's
+    /// earlier ones.
+    async fn fetch(&self, count: usize, prefetch: bool) -> Result<Arrival, Error> {
         let decision = retry::first(&mut self.route().endpoints, Instant::now());
         let mut attempt = 1;
         let Decision::Retry { mut endpoint, mut wait } = decision else {
@@ -884,10 +928,20 @@ impl Shared {
         }
     }
 
-    /// One attempt on one endpoint: learn the layout (once), fetch, check.
-    async fn attempt(&self, index: usize, count: usize, prefetch: bool) -> Result<Ids, CallError> {
+    /// One attempt on one endpoint: learn the layout (once), fetch, check. A prefetched batch
+    /// must start above every batch that had arrived from the endpoint when it was asked for
+    /// (refills in flight at once may interleave; see `sequencer`).
+    async fn attempt(
+        &self,
+        index: usize,
+        count: usize,
+        prefetch: bool,
+    ) -> Result<Arrival, CallError> {
         let endpoint = &self.endpoints[index];
-        let cached = self.route().known[index].layout.clone();
+        let (cached, previous) = {
+            let route = self.route();
+            (route.known[index].layout.clone(), route.known[index].last)
+        };
         let layout = match cached {
             Some(layout) => layout,
             None => self.learn_layout(index).await?,
@@ -897,23 +951,27 @@ impl Shared {
             ErrorKind::NotMonotonic { endpoint: endpoint.base.clone(), previous, next }.into()
         };
         order::check_batch(&ids, layout.order).map_err(not_monotonic)?;
-        if !prefetch || layout.order != Order::Increasing {
-            return Ok(ids);
+        let ordered = layout.order == Order::Increasing;
+        let arrival = |ids| Ok(Arrival { endpoint: index, ids, ordered });
+        if !prefetch || !ordered {
+            return arrival(ids);
         }
         let (Some(first), Some(last)) = (ids.first(), ids.last()) else {
-            return Ok(ids);
+            return arrival(ids);
         };
-        let previous = self.route().known[index].last;
+        let mut another_generator = false;
         if let Some(previous) = previous.filter(|&p| first <= p) {
             // Lower than before: fine only if the server now holds another generator ID
-            // (it restarted and claimed a different one).
+            // (it restarted and claimed a different one), whose IDs start afresh.
             let now = self.learn_layout(index).await?;
             if now.generator_id == layout.generator_id {
                 return Err(not_monotonic((previous, first)).into());
             }
+            another_generator = true;
         }
-        self.route().known[index].last = Some(last);
-        Ok(ids)
+        let known = &mut self.route().known[index];
+        known.last = if another_generator { Some(last) } else { known.last.max(Some(last)) };
+        arrival(ids)
     }
 
     /// Reads the namespace's description from an endpoint and remembers it.
@@ -963,21 +1021,64 @@ impl Shared {
     }
 }
 
-/// The refill task: waits until the buffer asks, fetches one batch, delivers it; one fetch at
-/// a time. Ends when `stop` is cancelled (the last client clone was dropped).
+/// The refill task: when the buffer asks, it sends refills until `pipeline` are in flight;
+/// as they come back, the sequencer says which IDs may be handed out, in order, and those are
+/// delivered. Ends when `stop` is cancelled (the last client clone was dropped); the requests
+/// in flight are then aborted.
 async fn refill(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut sequencer = Sequencer::new(shared.endpoints.len());
+    let mut fetches = tokio::task::JoinSet::new();
+    let mut tickets = std::collections::HashMap::new();
+    let mut wanted = std::pin::pin!(shared.buffer.wanted());
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            () = shared.buffer.wanted() => {}
+            () = &mut wanted => wanted.set(shared.buffer.wanted()),
+            Some(done) = fetches.join_next_with_id() => {
+                let (id, result) = match done {
+                    Ok((id, result)) => (id, result),
+                    Err(failed) => {
+                        let message = format!("a refill task ended: {failed}");
+                        (failed.id(), Err(ErrorKind::Internal(message).into()))
+                    }
+                };
+                let Some(ticket) = tickets.remove(&id) else { continue };
+                let (arrival, error) = match result {
+                    Ok(arrival) => (Some(arrival), None),
+                    Err(error) => (None, Some(error)),
+                };
+                let released = sequencer.arrive(ticket, arrival);
+                for ids in released.batches {
+                    shared.buffer.deliver(Ok(ids));
+                }
+                if let Some((endpoint, id)) = released.repeated {
+                    // Two batches of one endpoint held the same ID: handed out once, reported.
+                    let endpoint = shared.endpoints[endpoint].base.clone();
+                    let error = ErrorKind::NotMonotonic { endpoint, previous: id, next: id };
+                    shared.buffer.deliver(Err(error.into()));
+                }
+                if let Some(error) = error {
+                    shared.buffer.deliver(Err(error));
+                }
+            }
         }
-        let result = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            result = shared.fetch(shared.batch_size, true) => result,
-        };
-        shared.buffer.deliver(result);
+        if shared.buffer.is_wanted() {
+            // At most `pipeline` refills in flight, and no more than `pipeline + 1` batches'
+            // worth waiting (fetched ahead, held back by the sequencer, or on their way).
+            let limit = (shared.pipeline + 1) * shared.batch_size;
+            let waiting = |s: &Sequencer| {
+                shared.buffer.ahead() + s.held() + s.in_flight() * shared.batch_size
+            };
+            while sequencer.in_flight() < shared.pipeline && waiting(&sequencer) < limit {
+                let ticket = sequencer.send();
+                let shared = Arc::clone(&shared);
+                let task =
+                    fetches.spawn(async move { shared.fetch(shared.batch_size, true).await });
+                tickets.insert(task.id(), ticket);
+            }
+        }
     }
+    fetches.abort_all();
     shared.buffer.close();
 }

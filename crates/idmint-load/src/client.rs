@@ -27,6 +27,8 @@ pub struct ClientOptions {
     pub prefetch: usize,
     /// The buffer level that starts a refill.
     pub low_water: usize,
+    /// Refills in flight at once.
+    pub pipeline: usize,
     /// Calls before measuring.
     pub warmup: Duration,
     /// How long to measure.
@@ -44,6 +46,8 @@ pub struct ClientReport {
     pub prefetch: usize,
     /// The refill threshold.
     pub low_water: usize,
+    /// Refills in flight at once.
+    pub pipeline: usize,
     /// The measured time (whole chunks of calls, so a hair off the duration asked for).
     pub seconds: f64,
     /// IDs returned by `next()` in that time.
@@ -68,6 +72,7 @@ pub async fn client_next(options: &ClientOptions) -> Result<ClientReport, Error>
         .namespace(&options.namespace)
         .max_batch(options.prefetch)
         .prefetch(options.prefetch, options.low_water)
+        .pipeline(options.pipeline)
         .attempts(1)
         .build()
         .map_err(|e| Error::Options(e.to_string()))?;
@@ -119,6 +124,7 @@ pub async fn client_next(options: &ClientOptions) -> Result<ClientReport, Error>
         namespace: options.namespace.clone(),
         prefetch: options.prefetch,
         low_water: options.low_water,
+        pipeline: options.pipeline,
         seconds,
         ids,
         ids_per_s: per_s,

@@ -34,6 +34,9 @@ async fn settings_are_checked() {
     check(ok().prefetch(100_001, 0), Some("not 100001"));
     check(ok().prefetch(100, 100), Some("low-water mark (100) must be below"));
     check(ok().prefetch(1, 0), None);
+    check(ok().pipeline(0), Some("pipeline depth must be 1 to 8, not 0"));
+    check(ok().pipeline(9), Some("pipeline depth must be 1 to 8, not 9"));
+    check(ok().pipeline(8), None);
     check(ok().max_batch(0), Some("max_batch must be at least 1"));
     check(ok().max_batch(10).prefetch(100, 0), Some("1 to 10 (max_batch)"));
     check(ok().token("a\nb"), Some("visible ASCII"));

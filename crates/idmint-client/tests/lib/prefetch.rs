@@ -1,6 +1,6 @@
 //! The prefetch buffer: after warm-up `next()` is served from memory, one request per batch;
-//! IDs are unique across concurrent callers and increasing from one server; `batch` bypasses
-//! the buffer; `close` ends everything.
+//! IDs are unique across concurrent callers and increasing from one server, with one refill
+//! in flight or several; `batch` bypasses the buffer; `close` ends everything.
 
 use std::collections::HashSet;
 
@@ -119,4 +119,41 @@ async fn close_ends_the_client_and_its_clones() {
     assert_eq!(client.buffered(), 0);
     client.close().await;
     server.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_refills_keep_next_increasing_against_a_real_server() {
+    // Batches of 5,000 take two ticks of the snowflake layout (4,096 IDs per ms), so two
+    // refills in flight at once are served tick by tick and their batches interleave.
+    const TAKE: usize = 200_000;
+    let server = TestServer::default().await;
+    let client =
+        Client::builder().endpoint(&server.url).prefetch(5000, 4999).pipeline(2).build().unwrap();
+    let mut previous = client.next().await.unwrap();
+    let mut seen = HashSet::with_capacity(TAKE);
+    for i in 0..TAKE {
+        let id = client.next().await.unwrap();
+        assert!(id > previous, "call #{i}: {id} after {previous}");
+        assert!(seen.insert(id));
+        previous = id;
+    }
+    // The current batch and at most `pipeline + 2` batches' worth more.
+    assert!(client.buffered() <= 5 * 5000, "{} buffered", client.buffered());
+    client.close().await;
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn interleaved_batches_in_flight_together_are_handed_out_merged() {
+    // The first two refills are in flight together and come back interleaved (as a server
+    // serving both tick by tick answers); every later one is above both.
+    let answers = [vec![1, 3, 5, 7], vec![2, 4, 8, 10], vec![12, 13], vec![14, 15], vec![16, 17]];
+    let fake = Fake::start(answers.into_iter().map(Answer::Ids).collect()).await;
+    let client = Client::builder().endpoint(&fake.url).prefetch(4, 3).pipeline(2).build().unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(client.next().await.unwrap());
+    }
+    assert_eq!(ids, [1, 2, 3, 4, 5, 7, 8, 10, 12, 13].map(AnyId::U64));
+    client.close().await;
 }
