@@ -224,20 +224,37 @@ pub(crate) async fn grpc_client(
     }
 }
 
-/// One `idmint-client` task over every endpoint (`server` `*`: the client picks), batches of
-/// `count`, until stopped.
+/// How an `idmint-client` task takes its IDs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ClientMode {
+    /// `batch(count)`: one request per operation, no buffer.
+    Batch,
+    /// `next()` `count` times per operation, from the prefetch buffer (refills of `count`,
+    /// asked for as soon as a batch is taken into use) with `pipeline` refills in flight.
+    /// Buffered IDs were issued before the operation began, so its invoke is recorded at the
+    /// client's start: the real-time order check then never compares them with operations that
+    /// ended before they were used; uniqueness, claims and marks are checked as for any other.
+    Prefetch { pipeline: usize },
+}
+
+/// One `idmint-client` task over every endpoint (`server` `*`: the client picks), operations
+/// of `count` IDs, until stopped.
 pub(crate) async fn failover_client(
     shared: Shared,
     name: String,
     endpoints: Vec<String>,
     count: usize,
+    mode: ClientMode,
 ) {
-    let client = match idmint_client::Client::builder()
+    let started = shared.recorder.now();
+    let mut builder = idmint_client::Client::builder()
         .endpoints(&endpoints)
         .namespace("default")
-        .timeout(TIMEOUT)
-        .build()
-    {
+        .timeout(TIMEOUT);
+    if let ClientMode::Prefetch { pipeline } = mode {
+        builder = builder.prefetch(count, count - 1).pipeline(pipeline);
+    }
+    let client = match builder.build() {
         Ok(client) => client,
         Err(e) => {
             let t = shared.recorder.now();
@@ -249,20 +266,44 @@ pub(crate) async fn failover_client(
         }
     };
     while !shared.stopped() {
-        let t = shared.recorder.now();
+        let t = match mode {
+            ClientMode::Batch => shared.recorder.now(),
+            ClientMode::Prefetch { .. } => started,
+        };
         let invoke =
             Event::Invoke { client: name.clone(), server: "*".into(), t, count: count as u64 };
-        let answer = client.batch(count).await;
-        let t = shared.recorder.now();
-        match answer {
-            Ok(ids) => {
-                let ids = ids.into_iter().filter_map(|id| match id {
-                    idmint_core::AnyId::U64(raw) => Some(raw),
-                    idmint_core::AnyId::U128(_) => None,
-                });
-                shared.record(&[invoke, Event::Ok { client: name.clone(), t, ids: ids.collect() }]);
+        let (ids, error) = match mode {
+            ClientMode::Batch => match client.batch(count).await {
+                Ok(ids) => (ids, None),
+                Err(e) => (Vec::new(), Some(e)),
+            },
+            ClientMode::Prefetch { .. } => {
+                let mut ids = Vec::with_capacity(count);
+                let mut error = None;
+                while ids.len() < count && error.is_none() {
+                    match client.next().await {
+                        Ok(id) => ids.push(id),
+                        Err(e) => error = Some(e),
+                    }
+                }
+                (ids, error)
             }
-            Err(e) => {
+        };
+        let t = shared.recorder.now();
+        let ids: Vec<u64> = ids
+            .into_iter()
+            .filter_map(|id| match id {
+                idmint_core::AnyId::U64(raw) => Some(raw),
+                idmint_core::AnyId::U128(_) => None,
+            })
+            .collect();
+        match error {
+            // IDs handed out before an error are acknowledged all the same.
+            None => shared.record(&[invoke, Event::Ok { client: name.clone(), t, ids }]),
+            Some(e) => {
+                if !ids.is_empty() {
+                    shared.record(&[invoke.clone(), Event::Ok { client: name.clone(), t, ids }]);
+                }
                 // After retries the client cannot say whether a lost answer issued IDs.
                 shared.record(&[
                     invoke,

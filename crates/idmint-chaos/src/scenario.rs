@@ -20,7 +20,7 @@ mod redis;
 
 use crate::{
     check::{self, Report},
-    client::{self, Shared},
+    client::{self, ClientMode, Shared},
     cluster::{Node, libfaketime},
     error::ChaosError,
     history::{self, Event, Recorder},
@@ -467,10 +467,11 @@ impl Run {
         self.tasks.push(self.runtime.spawn(task));
     }
 
-    /// An idmint-client over `endpoints`.
-    fn failover(&mut self, endpoints: Vec<String>) {
+    /// An idmint-client over `endpoints`, taking IDs as `mode` says.
+    fn failover(&mut self, endpoints: Vec<String>, mode: ClientMode) {
         let name = format!("client{}", self.tasks.len());
-        let task = client::failover_client(self.shared.clone(), name, endpoints, CLIENT_BATCH);
+        let task =
+            client::failover_client(self.shared.clone(), name, endpoints, CLIENT_BATCH, mode);
         self.tasks.push(self.runtime.spawn(task));
     }
 
@@ -554,7 +555,7 @@ fn baseline(run: &mut Run) -> Result<(), ChaosError> {
         run.grpc(i);
     }
     let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
-    run.failover(urls);
+    run.failover(urls, ClientMode::Batch);
     let d = run.secs(12.0);
     run.hold(d);
     Ok(())
@@ -759,8 +760,10 @@ fn client_failover(run: &mut Run) -> Result<(), ChaosError> {
     for (i, proxy) in proxies.iter().enumerate() {
         run.http(i, 1, Some(proxy.addr));
     }
-    run.failover(proxies.iter().map(|p| format!("http://{}", p.addr)).collect());
-    run.failover(proxies.iter().map(|p| format!("http://{}", p.addr)).collect());
+    let urls: Vec<String> = proxies.iter().map(|p| format!("http://{}", p.addr)).collect();
+    run.failover(urls.clone(), ClientMode::Batch);
+    // Prefetching with two refills in flight: the sequencer's merge under failover.
+    run.failover(urls, ClientMode::Prefetch { pipeline: 2 });
     run.hold(Duration::from_secs(2));
     let cut = run.rng.index(3);
     proxies[cut].blackhole();

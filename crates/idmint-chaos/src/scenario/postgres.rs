@@ -11,7 +11,7 @@ use std::time::Duration;
 use idmint_coord::testing::Postgres;
 
 use super::Run;
-use crate::{error::ChaosError, proxy::Proxy};
+use crate::{client::ClientMode, error::ChaosError, proxy::Proxy};
 
 /// Ranges of one batch each: the primary commits many of them while replication is cut, and
 /// the load stays bound by Postgres commits (sequence IDs are otherwise nearly free, and the
@@ -61,7 +61,7 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
     run.http(1, 1, None);
     run.grpc(1);
     let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
-    run.failover(urls);
+    run.failover(urls, ClientMode::Batch);
     let d = run.secs(2.0);
     run.hold(d);
     replication.blackhole();

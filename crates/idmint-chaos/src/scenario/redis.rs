@@ -7,7 +7,7 @@ use std::{path::Path, process::Command, time::Duration};
 use idmint_coord::testing::{RedisClock, RedisSentinel, RedisServer};
 
 use super::Run;
-use crate::error::ChaosError;
+use crate::{client::ClientMode, error::ChaosError};
 
 /// The Sentinel master name.
 const MASTER: &str = "idmint-t19";
@@ -76,7 +76,10 @@ pub(super) fn sentinel_failover(run: &mut Run) -> Result<(), ChaosError> {
     run.http(0, 1, None);
     run.http(1, 1, None);
     run.grpc(0);
-    run.failover(run.nodes.iter().map(|n| format!("http://{}", n.http)).collect());
+    run.failover(
+        run.nodes.iter().map(|n| format!("http://{}", n.http)).collect(),
+        ClientMode::Batch,
+    );
     // The services live until the servers are stopped; they are kept in the run at the end.
     let mut primary = primary;
     let load = run.secs(3.0).max(Duration::from_secs(2));
