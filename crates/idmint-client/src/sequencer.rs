@@ -166,25 +166,32 @@ impl Runs {
         match self {
             Runs::Empty => (None, None),
             Runs::U64(runs) => {
-                let limit = match limit {
-                    Limit::All => None,
-                    Limit::UpTo(AnyId::U64(id)) => Some(id),
-                    // Another width: nothing of this endpoint can be below it in order.
-                    Limit::UpTo(_) => return (None, None),
-                };
-                let (ids, repeated) = take_merged(runs, limit);
+                let narrow = |id| if let AnyId::U64(id) = id { Some(id) } else { None };
+                let (ids, repeated) = take_within(runs, limit, narrow);
                 (ids.map(Ids::U64), repeated.map(AnyId::U64))
             }
             Runs::U128(runs) => {
-                let limit = match limit {
-                    Limit::All => None,
-                    Limit::UpTo(AnyId::U128(id)) => Some(id),
-                    Limit::UpTo(_) => return (None, None),
-                };
-                let (ids, repeated) = take_merged(runs, limit);
+                let narrow = |id| if let AnyId::U128(id) = id { Some(id) } else { None };
+                let (ids, repeated) = take_within(runs, limit, narrow);
                 (ids.map(Ids::U128), repeated.map(AnyId::U128))
             }
         }
+    }
+}
+
+/// [`take_merged`] with the limit in the runs' own width (`narrow`); a limit of another width
+/// takes nothing (no ID of this endpoint can be ordered against it).
+fn take_within<T: Copy + Ord>(
+    runs: &mut Vec<Run<T>>,
+    limit: Limit,
+    narrow: impl Fn(AnyId) -> Option<T>,
+) -> (Option<Box<[T]>>, Option<T>) {
+    match limit {
+        Limit::All => take_merged(runs, None),
+        Limit::UpTo(id) => match narrow(id) {
+            Some(id) => take_merged(runs, Some(id)),
+            None => (None, None),
+        },
     }
 }
 

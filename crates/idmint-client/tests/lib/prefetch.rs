@@ -10,23 +10,27 @@ use idmint_server::{NamespaceConfig, ServerConfig};
 
 use crate::support::{Answer, Fake, TestServer, requests};
 
+/// Calls `next()` `n` times; every ID must be above the one before (and so distinct).
+async fn take_increasing(client: &Client, n: usize) {
+    let mut previous = client.next().await.unwrap();
+    for i in 0..n {
+        let id = client.next().await.unwrap();
+        assert!(id > previous, "call #{i}: {id} after {previous}");
+        previous = id;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn next_is_served_from_memory_after_warm_up() {
     const BATCH: usize = 1000;
     const TAKE: usize = 100_000;
     let server = TestServer::default().await;
     let client = Client::builder().endpoint(&server.url).prefetch(BATCH, 500).build().unwrap();
-    let mut previous = client.next().await.unwrap();
+    client.next().await.unwrap();
     let warm = requests(&server);
     assert_eq!(warm, 1);
-    let mut seen = HashSet::with_capacity(TAKE);
-    for i in 0..TAKE {
-        let id = client.next().await.unwrap();
-        // One server, one generator, one fetch at a time: every ID is above the one before.
-        assert!(id > previous, "call #{i}: {id} after {previous}");
-        assert!(seen.insert(id));
-        previous = id;
-    }
+    // One server, one generator, one fetch at a time: every ID is above the one before.
+    take_increasing(&client, TAKE).await;
     let fetched = requests(&server) - warm;
     // One request per batch, plus the one fetched ahead.
     assert!(fetched <= (TAKE / BATCH) as u64 + 1, "{fetched} requests for {TAKE} ids");
@@ -129,14 +133,7 @@ async fn pipelined_refills_keep_next_increasing_against_a_real_server() {
     let server = TestServer::default().await;
     let client =
         Client::builder().endpoint(&server.url).prefetch(5000, 4999).pipeline(2).build().unwrap();
-    let mut previous = client.next().await.unwrap();
-    let mut seen = HashSet::with_capacity(TAKE);
-    for i in 0..TAKE {
-        let id = client.next().await.unwrap();
-        assert!(id > previous, "call #{i}: {id} after {previous}");
-        assert!(seen.insert(id));
-        previous = id;
-    }
+    take_increasing(&client, TAKE).await;
     // The current batch and at most `pipeline + 2` batches' worth more.
     assert!(client.buffered() <= 5 * 5000, "{} buffered", client.buffered());
     client.close().await;
