@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::{
+    compiled::Compiled,
     error::Error,
     format::Format,
     generator::{Batch, Generator},
@@ -259,11 +260,13 @@ impl<T: ExactSizeIterator<Item = AnyId> + fmt::Debug + Send + Sync> OtherBatch f
 
 #[derive(Debug)]
 enum AnyInner {
-    U64(Generator<u64>),
+    /// A 64-bit generator, with its hot path: compiled for its shape where a built-in
+    /// layout's typed ID has that shape, else reading the shape from the generator.
+    U64(Compiled),
     Other(Box<dyn OtherGenerator>),
 }
 
-/// A generator of any layout, made by [`Layout::generator`]. Lock-free and `Sync`.
+/// A generator of any layout, made by [`Layout::generator`](crate::Layout::generator). Lock-free and `Sync`.
 ///
 /// # Example
 ///
@@ -283,7 +286,16 @@ pub struct AnyGenerator {
 impl AnyGenerator {
     /// Wraps a 64-bit generator.
     pub(crate) fn from_u64(generator: Generator<u64>) -> Self {
-        AnyGenerator { inner: AnyInner::U64(generator) }
+        AnyGenerator { inner: AnyInner::U64(Compiled::new(generator)) }
+    }
+
+    /// The 64-bit generator with its compiled path, for the tests of `compiled`.
+    #[cfg(test)]
+    pub(crate) fn compiled(&self) -> Option<&Compiled> {
+        match &self.inner {
+            AnyInner::U64(compiled) => Some(compiled),
+            AnyInner::Other(_) => None,
+        }
     }
 
     /// Wraps a generator of another shape.
@@ -306,9 +318,21 @@ impl AnyGenerator {
     /// assert_eq!(generator.next(0)?.ready().unwrap().to_string(), "10000000000");
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
+    #[inline]
     pub fn next(&self, now_ms: u64) -> Result<Next<AnyId>, Error> {
+        if let AnyInner::U64(compiled) = &self.inner
+            && let Some(raw) = compiled.try_next(now_ms)
+        {
+            return Ok(Next::Ready(AnyId::U64(raw)));
+        }
+        self.next_in_full(now_ms)
+    }
+
+    /// Every case of [`next`](Self::next) but the hot path's, out of line.
+    #[inline(never)]
+    fn next_in_full(&self, now_ms: u64) -> Result<Next<AnyId>, Error> {
         match &self.inner {
-            AnyInner::U64(g) => Ok(g.next(now_ms)?.map(AnyId::U64)),
+            AnyInner::U64(compiled) => Ok(compiled.generator().next(now_ms)?.map(AnyId::U64)),
             AnyInner::Other(g) => g.next(now_ms),
         }
     }
@@ -331,9 +355,10 @@ impl AnyGenerator {
     /// ```
     pub fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
         Ok(match &self.inner {
-            AnyInner::U64(g) => {
-                g.next_batch(now_ms, n)?.map(|b| AnyBatch { inner: BatchInner::U64(b) })
-            }
+            AnyInner::U64(compiled) => compiled
+                .generator()
+                .next_batch(now_ms, n)?
+                .map(|b| AnyBatch { inner: BatchInner::U64(b) }),
             AnyInner::Other(g) => g.next_batch(now_ms, n)?,
         })
     }
@@ -353,7 +378,7 @@ impl AnyGenerator {
     /// ```
     pub fn last_ms(&self) -> Option<u64> {
         match &self.inner {
-            AnyInner::U64(g) => Some(g.last_ms()),
+            AnyInner::U64(compiled) => Some(compiled.generator().last_ms()),
             AnyInner::Other(g) => g.last_ms(),
         }
     }
@@ -377,7 +402,7 @@ impl AnyGenerator {
     /// ```
     pub fn set_ceiling_ms(&self, mark_ms: u64) -> Result<(), Error> {
         match &self.inner {
-            AnyInner::U64(g) => g.set_ceiling_ms(mark_ms),
+            AnyInner::U64(compiled) => compiled.generator().set_ceiling_ms(mark_ms),
             AnyInner::Other(g) => g.set_ceiling_ms(mark_ms),
         }
     }

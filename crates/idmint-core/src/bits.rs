@@ -14,7 +14,7 @@ use crate::{
     format::Format,
     generator::{Generator, GeneratorConfig},
     kind::{Capacity, IssuedBy, LayoutKind, Order, same_as},
-    pack::{PackKind, Packer, Plan},
+    pack::{PackKind, Packer, Plan, Shape},
     time_fmt,
 };
 
@@ -354,22 +354,77 @@ impl BitLayout {
                 self.name
             )));
         }
+        let shape = self.shape_of(time, seq);
         Ok(Plan {
-            epoch_ms: self.epoch_ms,
-            tick_ms: self.tick_ms,
+            epoch_ms: shape.epoch_ms,
+            tick_ms: shape.tick_ms,
             time_bits: time.width,
             time_wraps: self.time_wraps,
-            seq_limit: 1 << seq.width,
-            packer: Packer {
-                kind: PackKind::Bits {
-                    time_shift: time.shift,
-                    time_mask: time.max(),
-                    seq_shift: seq.shift,
-                },
-                node_bits,
-                seq_bits: seq.width,
-            },
+            seq_limit: shape.seq_limit,
+            packer: Packer { kind: shape.kind, node_bits, seq_bits: shape.seq_bits },
         })
+    }
+
+    /// The [`Shape`] of a generator of this layout, at compile time: the typed IDs of the
+    /// built-in bit layouts declare theirs with it, so that their generators run on constants.
+    /// It is [`plan`](Self::plan)'s shape, made by the same function.
+    ///
+    /// # Panics
+    ///
+    /// At compile time, for a layout without a time field and a sequence field.
+    pub(crate) const fn compiled_shape(self) -> Shape {
+        let shape = self.shape_of_fields();
+        // A constant cannot run a destructor, and a built-in layout owns nothing.
+        std::mem::forget(self);
+        shape
+    }
+
+    /// [`compiled_shape`](Self::compiled_shape)'s work, on a borrowed layout.
+    const fn shape_of_fields(&self) -> Shape {
+        let fields: &[BitField] = match &self.fields {
+            Cow::Borrowed(fields) => fields,
+            Cow::Owned(fields) => fields.as_slice(),
+        };
+        let (mut time, mut seq) = (None, None);
+        let mut i = 0;
+        while i < fields.len() {
+            match fields[i].role {
+                // The first of each, as `field_with_role` finds them.
+                FieldRole::Time if time.is_none() => time = Some(&fields[i]),
+                FieldRole::Sequence if seq.is_none() => seq = Some(&fields[i]),
+                _ => {}
+            }
+            i += 1;
+        }
+        match (time, seq) {
+            (Some(time), Some(seq)) => self.shape_of(time, seq),
+            _ => panic!("a compiled shape needs a time field and a sequence field"),
+        }
+    }
+
+    /// The shape a generator of this layout runs on, from its time and sequence fields.
+    ///
+    /// The generator's state is a pair `tick << seq_bits | seq`. Where the sequence is the
+    /// lowest field and the time does not wrap (Snowflake, icicle, js53), `seq_bits` is the
+    /// time field's shift rather than the sequence's width: the pair is then the ID without
+    /// its node bits, and packing it is an OR. The sequence still counts up to
+    /// `seq_limit` only, so the bits between stay 0 for the node; and `tick` still reaches
+    /// the time field's end, as `time.shift + time.width <= 64`.
+    const fn shape_of(&self, time: &BitField, seq: &BitField) -> Shape {
+        let in_place = seq.shift == 0 && !self.time_wraps && time.shift >= seq.width;
+        Shape {
+            epoch_ms: self.epoch_ms,
+            tick_ms: self.tick_ms,
+            seq_bits: if in_place { time.shift } else { seq.width },
+            seq_limit: 1 << seq.width,
+            kind: PackKind::Bits {
+                time_shift: time.shift,
+                // A time that does not wrap needs no mask: the generator never goes past the
+                // field's last tick (`max_tick`), so a tick always fits it.
+                time_mask: if self.time_wraps { time.max() } else { u64::MAX },
+                seq_shift: seq.shift,
+            },
+        }
     }
 
     /// What the layout can hold: its lifetime and its rate.

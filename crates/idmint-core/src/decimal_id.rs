@@ -180,6 +180,9 @@ impl DecimalId {
     }
 }
 
+// Its generators differ in shape, so none is compiled ahead.
+impl crate::generator::Sealed for DecimalId {}
+
 u64_id!(DecimalId);
 
 /// A lock-free DecimalId generator for one (generator_id, launch_id) pair.

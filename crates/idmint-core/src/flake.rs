@@ -223,6 +223,9 @@ impl Flake {
     }
 }
 
+// Its generators differ in shape, so none is compiled ahead.
+impl crate::generator::Sealed for Flake {}
+
 u64_id!(Flake);
 
 /// The `flake` built-in layout.

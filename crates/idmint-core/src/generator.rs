@@ -10,7 +10,7 @@ use std::{fmt, marker::PhantomData};
 pub use crate::next::Next;
 use crate::{
     error::Error,
-    pack::{Packer, Plan, low_mask},
+    pack::{Packer, Plan, Shape, low_mask},
     sequence::{Sequencer, Timing},
 };
 
@@ -72,7 +72,15 @@ impl GeneratorConfig {
 }
 
 mod sealed {
-    pub trait Sealed {}
+    /// Seals [`GeneratedId`](super::GeneratedId), and says what the compiler may know of a
+    /// type's generator.
+    pub trait Sealed {
+        /// The shape of every generator of this type, when it is the same for all (a built-in
+        /// bit layout's), so that its hot path is compiled on constants. `None` where it
+        /// depends on the generator (the raw `u64`, `Lable`'s modes).
+        #[doc(hidden)]
+        const SHAPE: Option<crate::pack::Shape> = None;
+    }
 }
 
 /// An ID type a [`Generator`] can produce. Implemented by the 64-bit layouts of this crate and
@@ -182,6 +190,13 @@ impl<I> fmt::Debug for Generator<I> {
 impl<I: GeneratedId> Generator<I> {
     /// Builds a generator from a layout's plan and a clock policy.
     pub(crate) fn from_plan(plan: Plan, config: &GeneratorConfig) -> Result<Self, Error> {
+        // A type that runs on a compiled shape must be built with that very shape: its hot
+        // path reads the constants, its other paths the plan.
+        if I::SHAPE.is_some_and(|shape| shape != plan.shape()) {
+            return Err(Error::InvalidLayout(
+                "this ID type's generator is compiled for another shape than the plan's".to_owned(),
+            ));
+        }
         let seq_bits = plan.packer.seq_bits;
         let max_tick = if plan.time_wraps {
             u64::MAX >> seq_bits
@@ -218,7 +233,50 @@ impl<I: GeneratedId> Generator<I> {
     /// ```
     #[inline]
     pub fn next(&self, now_ms: u64) -> Result<Next<I>, Error> {
+        match I::SHAPE {
+            // A compiled shape: its two common cases inline, on constants; the rest out of line.
+            Some(shape) => match self.try_next(shape, now_ms) {
+                Some(raw) => Ok(Next::Ready(I::from_generated(raw))),
+                None => self.next_in_full(now_ms),
+            },
+            // A shape read at run time: the whole sequencer inline, which measured faster than
+            // the split there (criterion: flake 3.3 against 4.7-5.0 ns, lable 4.4 against 5.5).
+            None => self.next_full(now_ms),
+        }
+    }
+
+    /// Every case of [`next`](Self::next).
+    #[inline]
+    fn next_full(&self, now_ms: u64) -> Result<Next<I>, Error> {
         Ok(self.seq.next(now_ms)?.map(|pair| I::from_generated(self.packer.pack(pair))))
+    }
+
+    /// [`next_full`](Self::next_full) out of line: the clock behind or before the epoch, a
+    /// used-up tick, the ceiling, a lost race.
+    #[inline(never)]
+    fn next_in_full(&self, now_ms: u64) -> Result<Next<I>, Error> {
+        self.next_full(now_ms)
+    }
+
+    /// The raw ID of [`next`](Self::next) in its two common cases, on `shape` (this
+    /// generator's, as constants); `None` sends the call to the full path.
+    #[inline(always)]
+    pub(crate) fn try_next(&self, shape: Shape, now_ms: u64) -> Option<u64> {
+        let pair = self.seq.try_next(shape, now_ms)?;
+        Some(shape.kind.pack(shape.seq_bits, self.packer.node_bits, pair))
+    }
+
+    /// This generator's shape, read from it.
+    #[inline(always)]
+    pub(crate) fn shape(&self) -> Shape {
+        let timing = self.seq.timing();
+        Shape {
+            epoch_ms: timing.epoch_ms,
+            tick_ms: timing.tick_ms,
+            seq_bits: self.packer.seq_bits,
+            seq_limit: self.seq.seq_limit(),
+            kind: self.packer.kind,
+        }
     }
 
     /// Reserves up to `n` consecutive IDs in one atomic step.
@@ -362,6 +420,13 @@ impl Generator<u64> {
     }
 }
 
+/// [`Generator::try_next`] on `I`'s compiled shape; `None` (the full path) for a type without
+/// one.
+#[inline(always)]
+pub(crate) fn try_next_as<I: GeneratedId>(generator: &Generator<u64>, now_ms: u64) -> Option<u64> {
+    generator.try_next(I::SHAPE?, now_ms)
+}
+
 /// A contiguous run of IDs reserved by [`Generator::next_batch`], yielded in increasing order.
 ///
 /// # Example
@@ -408,15 +473,22 @@ impl<I: GeneratedId> Iterator for Batch<I> {
             return None;
         }
         self.remaining -= 1;
-        let raw = if self.step == 0 { self.packer.pack(self.pair) } else { self.id };
-        let mask = (1 << self.packer.seq_bits) - 1;
-        if (self.pair & mask) + 1 < self.seq_limit {
+        // A compiled shape's constants where the type has one (see `Generator::next`), the
+        // batch's own copies otherwise: the same values.
+        let (kind, seq_bits, seq_limit, step) = match I::SHAPE {
+            Some(shape) => (shape.kind, shape.seq_bits, shape.seq_limit, shape.kind.step()),
+            None => (self.packer.kind, self.packer.seq_bits, self.seq_limit, self.step),
+        };
+        let node_bits = self.packer.node_bits;
+        let raw = if step == 0 { kind.pack(seq_bits, node_bits, self.pair) } else { self.id };
+        let mask = (1 << seq_bits) - 1;
+        if (self.pair & mask) + 1 < seq_limit {
             // Same tick: the next ID is this one plus a constant.
             self.pair += 1;
-            self.id = self.id.wrapping_add(self.step);
+            self.id = self.id.wrapping_add(step);
         } else if self.remaining > 0 {
-            self.pair = ((self.pair >> self.packer.seq_bits) + 1) << self.packer.seq_bits;
-            self.id = self.packer.pack(self.pair);
+            self.pair = ((self.pair >> seq_bits) + 1) << seq_bits;
+            self.id = kind.pack(seq_bits, node_bits, self.pair);
         }
         Some(I::from_generated(raw))
     }

@@ -98,8 +98,6 @@ macro_rules! u64_id {
             }
         }
 
-        impl crate::generator::Sealed for $ty {}
-
         impl crate::generator::GeneratedId for $ty {
             #[inline]
             fn from_generated(raw: u64) -> Self {
@@ -169,6 +167,10 @@ macro_rules! nonzero_bit_id {
             fn from_generated_raw(raw: u64) -> Self {
                 $ty(crate::id_impl::generated_nonzero(raw))
             }
+        }
+
+        impl crate::generator::Sealed for $ty {
+            const SHAPE: Option<crate::pack::Shape> = Some($ty::LAYOUT.compiled_shape());
         }
 
         crate::id_impl::u64_id!($ty);

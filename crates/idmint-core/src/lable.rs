@@ -379,6 +379,9 @@ fn fixed_bits(generator_id: u64, cluster_id: u64, mode: LableMode) -> Result<u64
         | cluster_id << CLUSTER_SHIFT)
 }
 
+// Its generators differ in shape, so none is compiled ahead.
+impl crate::generator::Sealed for Lable {}
+
 u64_id!(Lable);
 
 /// The `lable` layout.

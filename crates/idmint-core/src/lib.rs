@@ -68,6 +68,7 @@
 mod any;
 mod bits;
 mod clock;
+mod compiled;
 mod decimal_id;
 mod detect;
 mod error;

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{error::Error, next::Next};
+use crate::{error::Error, next::Next, pack::Shape};
 
 /// The clock rules of a generator, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +113,47 @@ impl Sequencer {
 
     pub(crate) fn ceiling(&self) -> u64 {
         self.ceiling.load(Ordering::Acquire)
+    }
+
+    /// The next pair in the two common cases, in one try: room left in the clock's tick, or a
+    /// new tick, both within the ceiling. `None` for everything else (a clock behind the last
+    /// tick or before the epoch, a used-up tick, the ceiling, a lost race), which the caller
+    /// hands to [`next`](Self::next): it decides every case, these two included, so a `None`
+    /// never changes the answer, only its cost.
+    ///
+    /// The clock's epoch and tick and the sequence come in as `shape`, not from `self`:
+    /// always inlined, a caller that passes constants (a typed generator of a built-in layout)
+    /// gets code specialised to them. They must be the values this sequencer was built with.
+    #[inline(always)]
+    pub(crate) fn try_next(&self, shape: Shape, now_ms: u64) -> Option<u64> {
+        debug_assert!(
+            shape.epoch_ms == self.timing.epoch_ms
+                && shape.tick_ms == self.timing.tick_ms
+                && shape.seq_bits == self.seq_bits
+                && shape.seq_limit == self.seq_limit
+        );
+        let since = now_ms.checked_sub(shape.epoch_ms)?;
+        let now_tick = if shape.tick_ms == 1 { since } else { since / shape.tick_ms };
+        if now_tick > self.ceiling.load(Ordering::Relaxed) {
+            return None;
+        }
+        let last = self.state.load(Ordering::Relaxed);
+        let last_tick = last >> shape.seq_bits;
+        let first = if now_tick == last_tick {
+            // `last_tick` is `now_tick`, so it is within the ceiling too.
+            if (last & ((1 << shape.seq_bits) - 1)) + 1 >= shape.seq_limit {
+                return None;
+            }
+            last + 1
+        } else if now_tick > last_tick {
+            now_tick << shape.seq_bits
+        } else {
+            return None;
+        };
+        self.state
+            .compare_exchange_weak(last, first, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| first)
     }
 
     /// Reserves the next pair. Returns the packed pair, or when the caller must retry.

@@ -15,7 +15,7 @@ use crate::{
     generator::{Generator, GeneratorConfig},
     id_impl::u64_id,
     kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, same_as},
-    pack::{PackKind, Packer, Plan},
+    pack::{PackKind, Packer, Plan, Shape},
 };
 
 /// An elfo TraceId: a positive, non-zero `i64` that is unique for about a year.
@@ -263,21 +263,12 @@ impl TraceId {
     pub(crate) fn plan(node_no: u64) -> Result<Plan, Error> {
         let node_bits = FIELDS[1].check(node_no)? << NODE_SHIFT;
         Ok(Plan {
-            epoch_ms: 0,
-            tick_ms: MS_PER_SECOND,
+            epoch_ms: SHAPE.epoch_ms,
+            tick_ms: SHAPE.tick_ms,
             time_bits: Self::TIMESTAMP_BITS,
             time_wraps: true,
-            seq_limit: Self::IDS_PER_SECOND,
-            packer: Packer {
-                kind: PackKind::Chunked {
-                    time_shift: TIMESTAMP_SHIFT,
-                    time_mask: FIELDS[0].max(),
-                    chunk_shift: CHUNK_SHIFT,
-                    per_chunk: COUNTERS_PER_CHUNK,
-                },
-                node_bits,
-                seq_bits: BOTTOM_BITS,
-            },
+            seq_limit: SHAPE.seq_limit,
+            packer: Packer { kind: SHAPE.kind, node_bits, seq_bits: SHAPE.seq_bits },
         })
     }
 
@@ -285,6 +276,25 @@ impl TraceId {
         // The counter is at least 1, so a generated TraceId is never 0.
         TraceId(crate::id_impl::generated_nonzero(raw))
     }
+}
+
+/// Every TraceId generator's shape: seconds since the Unix epoch, and a sequence split into a
+/// chunk number and a counter that starts at 1.
+const SHAPE: Shape = Shape {
+    epoch_ms: 0,
+    tick_ms: MS_PER_SECOND,
+    seq_bits: BOTTOM_BITS,
+    seq_limit: TraceId::IDS_PER_SECOND,
+    kind: PackKind::Chunked {
+        time_shift: TIMESTAMP_SHIFT,
+        time_mask: FIELDS[0].max(),
+        chunk_shift: CHUNK_SHIFT,
+        per_chunk: COUNTERS_PER_CHUNK,
+    },
+};
+
+impl crate::generator::Sealed for TraceId {
+    const SHAPE: Option<Shape> = Some(SHAPE);
 }
 
 u64_id!(TraceId);
