@@ -81,10 +81,6 @@ struct Lane {
     extend: Notify,
     /// Wakes requests that wait for an extension.
     extended: Notify,
-    /// Held by the call that waits for this lane's ticks, until it has all its IDs: calls
-    /// that must wait are served one after another, oldest first (tokio's mutex is fair),
-    /// rather than taking turns at every tick and all finishing together.
-    turn: tokio::sync::Mutex<()>,
 }
 
 /// The issuer of source `generator`: one lane per generator ID it claims (`generators`).
@@ -336,8 +332,6 @@ impl GeneratorIssuer {
         let lanes = self.lanes.len();
         let mut index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let mut untried = lanes - 1;
-        // This call's turn at its lane, once it has had to wait.
-        let mut turn = None;
         while issued(ids) < count {
             let lane = &self.lanes[index];
             // Another lane may serve a call that has no ID yet.
@@ -358,22 +352,8 @@ impl GeneratorIssuer {
                         (untried, index) = (untried - 1, next);
                         continue;
                     }
-                    let wait = until_ms.saturating_sub(now).max(1);
-                    if turn.is_none() {
-                        // Queue behind the calls already waiting here, then try again: the
-                        // tick may have moved on meanwhile. The index stays: a call that has
-                        // to wait can no longer move to another lane.
-                        let Ok(held) = tokio::time::timeout_at(deadline, lane.turn.lock()).await
-                        else {
-                            return Err(Error::Busy {
-                                namespace: self.ns.name.clone(),
-                                wait_ms: wait,
-                            });
-                        };
-                        turn = Some(held);
-                        continue;
-                    }
                     NamespaceMetrics::add(&self.ns.metrics.sequence_exhaustions, 1);
+                    let wait = until_ms.saturating_sub(now).max(1);
                     if let Err(wait_ms) = clocks.wait_ticks(wait, deadline).await {
                         return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms });
                     }
