@@ -10,7 +10,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
+use crate::{
+    Error, IdRuns, Latencies, LatencySummary, Outcome, Window, codec::BatchCodec, parse_url, rate,
+};
 
 /// The HTTP/2 receive window of each stream. tonic's default (64 KiB, HTTP/2's initial
 /// window) holds two messages of 4,096 IDs and would make throughput a function of round
@@ -246,6 +248,18 @@ async fn increasing_across_messages(url: &str, namespace: &str) -> Result<bool, 
     Ok(info.is_some_and(|info| info.order == "increasing"))
 }
 
+/// Opens a `Stream` call whose messages are read by [`BatchCodec`] (the generated client
+/// would read them with prost's per-ID loop).
+async fn stream_call(
+    channel: Channel,
+    request: StreamRequest,
+) -> Result<tonic::Streaming<IdBatch>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(usize::MAX);
+    grpc.ready().await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/idmint.v1.IdMint/Stream");
+    Ok(grpc.server_streaming(tonic::Request::new(request), path, BatchCodec).await?.into_inner())
+}
+
 /// One `Stream` call, read until the window ends; dropping it cancels the call.
 async fn read_stream(
     channel: Channel,
@@ -258,9 +272,8 @@ async fn read_stream(
     let expected = request.batch_size;
     let packed = request.encoding == i32::from(IdEncoding::PackedBe);
     let mut scratch = Vec::new();
-    let mut client = IdMintClient::new(channel).max_decoding_message_size(usize::MAX);
-    let mut stream = match client.stream(request).await {
-        Ok(response) => response.into_inner(),
+    let mut stream = match stream_call(channel, request).await {
+        Ok(stream) => stream,
         Err(status) => {
             result.outcome.fail(|| format!("Stream: {status}"));
             return result;

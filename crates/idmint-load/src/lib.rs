@@ -39,6 +39,7 @@
 
 mod check;
 mod client;
+mod codec;
 mod ferroid;
 mod grpc;
 mod http;
