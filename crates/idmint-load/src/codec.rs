@@ -71,11 +71,17 @@ fn only_ids(message: &[u8]) -> Option<Vec<u64>> {
     if usize::try_from(len).ok()? != rest.len() || rest.len() % 8 != 0 {
         return None;
     }
-    Some(
-        rest.chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("chunks_exact gives 8 bytes")))
-            .collect(),
-    )
+    Some(le_u64s(rest).collect())
+}
+
+/// The 64-bit IDs of little-endian bytes (8 per ID: protobuf's `fixed64`, and ferroid's
+/// chunks), in order; a trailing partial ID is ignored, as in `idmint_proto::be_u64s`.
+pub(crate) fn le_u64s(bytes: &[u8]) -> impl ExactSizeIterator<Item = u64> + '_ {
+    bytes.chunks_exact(8).map(|chunk| {
+        let mut id = [0; 8];
+        id.copy_from_slice(chunk);
+        u64::from_le_bytes(id)
+    })
 }
 
 #[cfg(test)]

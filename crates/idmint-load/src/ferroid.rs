@@ -17,6 +17,7 @@ use tonic::transport::Channel;
 
 use crate::{
     Error, IdRuns, Window,
+    codec::le_u64s,
     grpc::{Calls, StreamReport, StreamResult, run_streams},
 };
 
@@ -98,9 +99,7 @@ async fn read_calls(channel: Channel, count: u64, window: Window) -> StreamResul
                         break 'calls;
                     }
                     ids.clear();
-                    ids.extend(bytes.chunks_exact(ID_BYTES).map(|b| {
-                        u64::from_le_bytes(b.try_into().expect("chunks_exact gives 8 bytes"))
-                    }));
+                    ids.extend(le_u64s(bytes));
                     if !result.runs.push_increasing_message(&ids) {
                         result.outcome.fail(|| "a chunk's IDs did not strictly increase".into());
                     }
