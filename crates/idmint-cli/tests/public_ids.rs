@@ -10,6 +10,8 @@ mod http;
 
 use std::process::Output;
 
+use idmint_core::{Snowflake, SnowflakeParts};
+
 fn run(args: &[&str], input: &[u8]) -> Output {
     common::with_input(args, input)
 }
@@ -58,8 +60,19 @@ fn keys_round_trip_ids_and_rotate() {
 /// (2026-11-18): 4,096 a millisecond. Fixed, because IDs from `idmint gen` depend on the
 /// clock, and so would the battery's verdict on them (a pass at alpha 0.01 is luck 1 time in 100).
 fn saturated_snowflake(count: u64) -> String {
-    const TICK: u64 = 1_795_000_000_000 - 1_288_834_974_657;
-    (0..count).map(|i| format!("{}\n", ((TICK + i / 4096) << 22) | (i % 4096))).collect()
+    let per_ms = 1 << Snowflake::SEQUENCE_BITS;
+    let start = 1_795_000_000_000 - Snowflake::EPOCH_MS;
+    (0..count)
+        .map(|i| {
+            let parts = SnowflakeParts {
+                timestamp: start + i / per_ms,
+                datacenter: 0,
+                worker: 0,
+                sequence: i % per_ms,
+            };
+            format!("{}\n", Snowflake::from_parts(parts).expect("a snowflake id"))
+        })
+        .collect()
 }
 
 #[test]
