@@ -376,11 +376,15 @@ impl Run {
         Ok((list.join(","), proxies))
     }
 
-    /// Flags of a server against etcd (`endpoints`) with this lease TTL and window.
+    /// Flags of a server against etcd (`endpoints`) with this lease TTL and window. The run's
+    /// servers share one data directory, which remembers the cluster they claim on.
     fn etcd_args(&self, endpoints: &str, ttl: u32, window_ms: u64, extra: &[&str]) -> Vec<String> {
+        let data = self.dir.join("fleet-data").display().to_string();
         let mut args: Vec<String> = [
             "--etcd",
             endpoints,
+            "--data-dir",
+            &data,
             "--lease-ttl",
             &ttl.to_string(),
             "--window-ms",

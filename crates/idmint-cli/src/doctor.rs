@@ -3,7 +3,7 @@
 
 use std::{io::Write, path::PathBuf};
 
-use idmint_coord::{DataDirReport, FileCoordinator, FileStore};
+use idmint_coord::{DataDirReport, FLEET_DIR, FileCoordinator, FileStore, Remembered};
 
 use crate::serve::FILE_STORE_DIR;
 
@@ -16,7 +16,8 @@ Examples:
   idmint doctor ./idmint-data
   idmint doctor --json /var/lib/idmint | jq .problems")]
 pub(crate) struct Args {
-    /// The data directory of `idmint serve` (its `store.d` is checked too, if present).
+    /// The data directory of `idmint serve` (its `store.d` and `fleet.d` are checked too, if
+    /// present).
     data_dir: PathBuf,
     /// Print the reports as JSON, one object per directory.
     #[arg(long)]
@@ -30,6 +31,10 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let store = args.data_dir.join(FILE_STORE_DIR);
     if store.is_dir() {
         reports.push(FileStore::inspect(&store)?);
+    }
+    let fleet = args.data_dir.join(FLEET_DIR);
+    if fleet.is_dir() {
+        reports.push(Remembered::inspect(&fleet)?);
     }
     for report in &reports {
         if args.json {

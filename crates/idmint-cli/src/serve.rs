@@ -12,7 +12,10 @@ use std::{
 
 use anyhow::Context;
 use clap::Parser;
-use idmint_coord::{Adopt, Coordinator, CounterStore, FileCoordinator, FileStore, SegmentStore};
+use idmint_coord::{
+    Adopt, Coordinator, CounterStore, FLEET_DIR, FileCoordinator, FileStore, Remembered,
+    SegmentStore,
+};
 use idmint_core::{Clock, SystemClock};
 use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig, Source};
 use tokio_util::sync::CancellationToken;
@@ -383,10 +386,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         None => Store::File(data_dir.clone()),
     };
     let stores = StoreSettings::resolve(args, &file, data_dir, matches!(store, Store::Etcd(_)))?;
-    anyhow::ensure!(
-        stores.adopt.is_none() || matches!(store, Store::File(_)),
-        "--adopt-data-dir is for the embedded store's data directory, not --etcd"
-    );
     let file_namespaces = file.server.as_ref().is_some_and(|s| !s.namespaces.is_empty());
     let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
     let grpc_listen = args.grpc_listen.clone().or(file.grpc_listen);
@@ -647,6 +646,7 @@ async fn etcd_store(_settings: &EtcdSettings) -> anyhow::Result<Arc<FileStore>> 
 /// Opens the store: the data directory, or a connection to etcd.
 async fn coordinator(
     store: &Store,
+    data_dir: &Path,
     adopt: Option<Adopt>,
     controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
@@ -663,7 +663,16 @@ async fn coordinator(
             tracing::warn!(data_dir = %dir.display(), margin_ms = adopt.margin_ms, "adopting the data directory: claims start above the clock plus the margin");
             Ok(Arc::new(FileCoordinator::open_adopting(dir, adopt)?))
         }
-        (Store::Etcd(settings), _) => etcd_coordinator(settings, controls).await,
+        (Store::Etcd(settings), adopt) => {
+            // The fleet's memory in the data directory: the cluster this server claims on and
+            // the marks it stored, so that an empty, wiped or other cluster is refused.
+            let shared = etcd_coordinator(settings, controls).await?;
+            let memory = data_dir.join(FLEET_DIR);
+            Ok(Arc::new(match adopt {
+                Some(adopt) => Remembered::open_adopting(&memory, shared, adopt)?,
+                None => Remembered::open(&memory, shared)?,
+            }))
+        }
     }
 }
 
@@ -717,7 +726,7 @@ async fn serve(
     stores: StoreSettings,
     controls: Controls,
 ) -> anyhow::Result<()> {
-    let coordinator = coordinator(&store, stores.adopt, controls).await?;
+    let coordinator = coordinator(&store, &stores.data_dir, stores.adopt, controls).await?;
     let backends = backends(coordinator, &config, &stores, &store, controls).await?;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
     let listener = idmint_server::bind(&listen).await?;

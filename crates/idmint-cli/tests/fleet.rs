@@ -382,6 +382,9 @@ mod on_etcd {
     struct Etcd {
         runtime: tokio::runtime::Runtime,
         cluster: EtcdCluster,
+        /// The servers' data directory: it remembers the cluster they claim on (each test
+        /// has a cluster of its own, so a shared default directory would be refused).
+        data: tempfile::TempDir,
     }
 
     impl Etcd {
@@ -392,7 +395,13 @@ mod on_etcd {
                 .build()
                 .expect("runtime");
             let cluster = testing::available(runtime.block_on(EtcdCluster::start(members)))?;
-            Some(Etcd { runtime, cluster })
+            let data = tempfile::tempdir().expect("temporary directory");
+            Some(Etcd { runtime, cluster, data })
+        }
+
+        /// `--data-dir` for the servers of this test.
+        fn data_dir(&self) -> String {
+            self.data.path().display().to_string()
         }
 
         /// `--etcd` for a server: every member.
@@ -458,6 +467,8 @@ mod on_etcd {
             window_ms.to_string(),
             "--claim-retry-ms".to_owned(),
             "100".to_owned(),
+            "--data-dir".to_owned(),
+            etcd.data_dir(),
         ];
         args.extend(strings(extra));
         args
@@ -797,6 +808,87 @@ mod on_etcd {
         report("a_successor_with_its_clock_60s_back", check::assert_unique(&all));
     }
 
+    /// The wrong cluster: a server that issued IDs on one etcd cluster, restarted on an empty
+    /// one (a typo in `--etcd`, a wiped or disaster-recovery cluster) with its clock set back
+    /// to when it started, is refused with one `error:` line: its data directory remembers the
+    /// cluster and its marks. The negative control, the same restart with a data directory
+    /// that remembers nothing (as every server was before it remembered), issues IDs that the
+    /// first server issued.
+    #[test]
+    fn a_server_restarted_on_an_empty_cluster_is_refused() {
+        let _serial = serial();
+        let Some(lib) = libfaketime() else {
+            let hint = "install Debian's `faketime` package (scripts/test-all does)";
+            assert!(!testing::in_ci(), "libfaketime is required under CI=true: {hint}");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("skipping: libfaketime.so.1 not found; {hint}");
+            }
+            return;
+        };
+        let Some(etcd) = Etcd::start(1) else { return };
+        let empty = Etcd::start(1).expect("a second etcd cluster");
+        let pool = ["--generator-pool", "1"];
+        let mut first = Node::start("on cluster A", &fleet_args(&etcd, 2, &pool), &[]);
+        let loader = Loader::start(first.addr, "/v1/batch?count=1000");
+        assert!(loader.wait_for(100, Duration::from_secs(20)));
+        let before = loader.finish();
+        assert!(first.terminate().success(), "{}", first.full_log());
+
+        // The clock set back to the first ID's second.
+        let started_ms = before.ids.iter().map(|&id| time_of(id)).min().expect("ids");
+        let lib = lib.to_string_lossy().into_owned();
+        let back = |now: u64| format!("-{}s", now.saturating_sub(started_ms) / 1_000 + 1);
+        let start_on_b = |data_dir: &str| {
+            let mut args = fleet_args(&empty, 2, &pool);
+            let at = args.iter().position(|a| a == "--data-dir").expect("--data-dir") + 1;
+            args[at] = data_dir.to_owned();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970");
+            let offset = back(u64::try_from(now.as_millis()).expect("ms fit"));
+            let faked = [
+                ("LD_PRELOAD", lib.as_str()),
+                ("FAKETIME", offset.as_str()),
+                ("DONT_FAKE_MONOTONIC", "1"),
+            ];
+            serve_command(&args, &faked).spawn().expect("start idmint serve")
+        };
+
+        let refused = start_on_b(&etcd.data_dir()).wait_with_output().expect("wait");
+        let stderr = common::strip_ansi(&String::from_utf8_lossy(&refused.stderr));
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(
+            errors.len() == 1
+                && errors[0].contains("last claimed on")
+                && errors[0].contains("holds no idmint marks")
+                && errors[0].contains("idmint lease adopt-cluster"),
+            "not one clear error line:\n{stderr}"
+        );
+
+        // The control.
+        let forgetful = tempfile::tempdir().expect("temporary directory");
+        let child = start_on_b(&forgetful.path().display().to_string());
+        let mut control =
+            Node::adopt("on empty cluster B, remembering nothing", child, PROCESS_TIMEOUT);
+        control.wait_ready(PROCESS_TIMEOUT);
+        let loader = Loader::start(control.addr, "/v1/batch?count=1000");
+        assert!(loader.wait_for(100, Duration::from_secs(20)));
+        let after = loader.finish();
+        assert!(control.terminate().success(), "{}", control.full_log());
+        let all: Vec<u64> = before.ids.iter().chain(&after.ids).copied().collect();
+        let repeated = duplicates(&all);
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "a_server_restarted_on_an_empty_cluster (negative control): {repeated} of {} ids repeated",
+                all.len()
+            );
+        }
+        assert!(repeated > 0, "negative control: no id repeated in {} ids", all.len());
+    }
+
     /// F5 with a single-member etcd killed (SIGKILL) under load for longer than the lease:
     /// both servers keep issuing inside their stored windows, then report not ready once the
     /// windows are used up, and recover (claiming again) after etcd is restarted.
@@ -977,7 +1069,14 @@ layout = "lable"
 "#,
         )
         .expect("write the config");
-        let args = strings(&["--etcd", &etcd.endpoints(), "--config", &config.to_string_lossy()]);
+        let args = strings(&[
+            "--etcd",
+            &etcd.endpoints(),
+            "--config",
+            &config.to_string_lossy(),
+            "--data-dir",
+            &etcd.data_dir(),
+        ]);
         let batch = "/v1/namespaces/lable/batch?count=100&format=decimal";
 
         let mut first = Node::start("lable 1", &args, &[]);

@@ -83,6 +83,21 @@ pub enum Error {
         /// The cluster ID of the cluster answering.
         live: u64,
     },
+    /// The shared store a server claims on is not the one its data directory last claimed
+    /// on: another cluster, or one with no idmint marks (new or wiped). Its marks may be
+    /// behind IDs this server issued, and another server may hold its generator IDs on the
+    /// old store, so nothing is claimed until an operator adopts the store.
+    #[error(
+        "the data directory {dir} last claimed on {remembered}, but the store answering is {found}: its marks may be behind ids this server issued, and another server may hold its generator ids on the old store; nothing is claimed. If this store replaces the old one and no server still runs on the old one, run `idmint lease adopt-cluster` on it, then start again (see RELIABILITY.md)"
+    )]
+    StoreChanged {
+        /// The server's memory directory (`<data-dir>/fleet.d`).
+        dir: String,
+        /// The store it remembers.
+        remembered: String,
+        /// The store that answered.
+        found: String,
+    },
     /// The request itself is invalid.
     #[error("invalid claim request: {0}")]
     InvalidRequest(String),

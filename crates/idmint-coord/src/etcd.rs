@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::{
-    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds,
+    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage,
     etcd::lease::{Kept, Lease},
 };
 
@@ -771,6 +771,10 @@ impl Coordinator for EtcdCoordinator {
             }
         }
         Err(unavailable(format!("the mark at {} kept changing; not written", held.mark_key)))
+    }
+
+    async fn lineage(&self) -> Result<Option<Lineage>, Error> {
+        cluster::lineage(&self.inner).await.map(Some)
     }
 
     async fn release(&self, claim: &Claim) -> Result<(), Error> {

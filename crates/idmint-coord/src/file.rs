@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use crate::{
     Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds,
-    journal::{Adopt, DataDirReport, Found, Identity, Journal, Ledger, hostname},
+    journal::{Adopt, DataDirReport, Found, Highest, Identity, Journal, Ledger, hostname},
 };
 
 /// Claims and marks in a local directory, for one machine.
@@ -292,15 +292,39 @@ impl Ledger for Marks {
     }
 }
 
-/// Adoption: a mark the old journal recorded whose file is gone raises the directory's floor
-/// (every claim starts above it) and is kept as a claim with no mark yet.
-fn raise_floor(_dir: &Path, identity: &mut Identity) -> Result<(), Error> {
-    for entry in identity.entries.values_mut() {
-        if let (Some(value), None) = (entry.value, entry.inode) {
-            identity.floor_ms = identity.floor_ms.max(value);
-            *entry =
-                crate::journal::Entry { value: None, generation: entry.generation, inode: None };
+/// Adoption: every claim of the directory starts above the clock and above the highest mark
+/// any file or the old journal shows, plus the margin (a lowered, rolled-back or deleted mark
+/// file, or a lost journal, each leave the other witness). A mark file that cannot be read is
+/// moved aside (`<id>.mark.unreadable`, kept as evidence) and its claim starts at the floor.
+fn raise_floor(
+    dir: &Path,
+    identity: &mut Identity,
+    highest: &Highest,
+    adopt: Adopt,
+) -> Result<(), Error> {
+    let known = highest.values().copied().max().unwrap_or(0);
+    identity.floor_ms =
+        identity.floor_ms.max(known.max(adopt.now_ms).saturating_add(adopt.margin_ms));
+    for key in highest.keys() {
+        if identity.entries.contains_key(key) {
+            continue;
         }
+        // No readable file: forget the key (a claim starts at the floor), keeping a corrupt
+        // file out of the way as evidence.
+        if let Found::Corrupt(_) = Marks.read(dir, key)
+            && let Some((namespace, id)) = key
+                .strip_prefix("marks/")
+                .and_then(|rest| rest.split_once('/'))
+                .and_then(|(ns, id)| Some((ns, id.parse::<u64>().ok()?)))
+        {
+            let path = mark_path(&namespace_dir(dir, namespace), id);
+            let aside = path.with_extension("mark.unreadable");
+            fs::rename(&path, &aside).map_err(io_error("rename", &path))?;
+        }
+        // Known to the new journal as a claim with no mark yet.
+        let entry =
+            crate::journal::Entry { value: None, generation: identity.generation, inode: None };
+        identity.entries.insert(key.clone(), entry);
     }
     Ok(())
 }

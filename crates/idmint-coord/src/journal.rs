@@ -35,7 +35,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Error,
+    Error, Lineage,
     file::{fsync_dir, io_error},
 };
 
@@ -64,6 +64,9 @@ pub(crate) struct Identity {
     pub(crate) floor_ms: u64,
     #[serde(default)]
     pub(crate) entries: BTreeMap<String, Entry>,
+    /// The shared store this directory claims on (a server's `fleet.d`), once it claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lineage: Option<Lineage>,
 }
 
 /// What the journal remembers of one value file.
@@ -139,6 +142,9 @@ pub(crate) type Problem = String;
 pub(crate) struct Inspection {
     /// The identity, when there is a readable one.
     pub(crate) identity: Option<Identity>,
+    /// Whether an `identity.json` exists, readable or not: an empty or unreadable journal is
+    /// not a fresh directory.
+    journal_present: bool,
     /// The directory's device, inode and birth time now.
     pub(crate) device_inode: DirId,
     /// Every key found in the journal or on disk, with its entry and what is on disk.
@@ -150,73 +156,37 @@ pub(crate) struct Inspection {
 }
 
 impl Journal {
-    /// Opens the journal of `dir`, checking every file of `ledger` against it: a fresh
-    /// directory (no journal, no value files) gets a new identity; anything that is not what
-    /// idmint last wrote is [`Error::Untrusted`], unless `adopt` is given, in which case the
-    /// directory is given a new identity and `on_adopt` raises its values. Repairs value files
-    /// ahead of the journal.
+    /// Opens the journal of `dir`, checking every file of `ledger` against it, on the verdict
+    /// `idmint doctor` reports ([`Inspection::verdict`]): a fresh directory (no journal file
+    /// at all, no value files) gets a new identity; anything that is not what idmint last wrote
+    /// is [`Error::Untrusted`], unless `adopt` is given, in which case the directory is given a
+    /// new identity recording its files as they are, and `on_adopt` raises its values above the
+    /// highest each file or the old journal shows. Repairs value files ahead of the journal.
     pub(crate) fn open(
         dir: &Path,
         ledger: &dyn Ledger,
         adopt: Option<Adopt>,
-        on_adopt: impl FnOnce(&Path, &mut Identity) -> Result<(), Error>,
+        on_adopt: impl FnOnce(&Path, &mut Identity, &Highest, Adopt) -> Result<(), Error>,
     ) -> Result<Self, Error> {
         let journal = Journal { dir: dir.to_path_buf() };
         journal.locked(|| {
             let inspection = inspect(dir, ledger)?;
-            let fresh = inspection.identity.is_none() && inspection.files.is_empty();
-            if fresh {
-                let mut identity = new_identity(inspection.device_inode, 0)?;
-                journal.write(&mut identity)?;
-                return Ok(());
-            }
-            if let Some(adopt) = adopt {
-                if inspection.problems.is_empty() {
-                    // Nothing to adopt: the directory is consistent.
-                    return journal.repair(inspection);
+            match (inspection.verdict(), adopt) {
+                (Verdict::Fresh, _) => {
+                    let mut identity = new_identity(inspection.device_inode, 0)?;
+                    journal.write(&mut identity)
                 }
-                let floor_ms = adopt.now_ms.saturating_add(adopt.margin_ms);
-                let floor_ms =
-                    inspection.identity.as_ref().map_or(floor_ms, |old| old.floor_ms.max(floor_ms));
-                let mut identity = new_identity(inspection.device_inode, floor_ms)?;
-                identity.generation = inspection.identity.as_ref().map_or(0, |i| i.generation) + 1;
-                // Start again from the greater of what the files and the old journal say
-                // (a deleted file's value is still in the journal), raised by the owner.
-                for (key, entry, found) in &inspection.files {
-                    let recorded = entry.and_then(|e| e.value);
-                    if let Found::Value { value, generation, inode } = found {
-                        identity.generation = identity.generation.max(generation + 1);
-                        identity.entries.insert(
-                            key.clone(),
-                            Entry {
-                                value: Some((*value).max(recorded.unwrap_or(0))),
-                                generation: *generation,
-                                inode: Some(*inode),
-                            },
-                        );
-                    } else if recorded.is_some() {
-                        // Recorded, but its file is gone: keep the value, with no file.
-                        identity.entries.insert(
-                            key.clone(),
-                            Entry { value: recorded, generation: 0, inode: None },
-                        );
-                    } else if let Found::ClaimOnly = found {
-                        identity.entries.insert(
-                            key.clone(),
-                            Entry { value: None, generation: identity.generation, inode: None },
-                        );
-                    }
+                (Verdict::Trusted, _) => journal.repair(inspection),
+                (Verdict::Untrusted, Some(adopt)) => {
+                    let (mut identity, highest) = adopted(&inspection, adopt)?;
+                    on_adopt(dir, &mut identity, &highest, adopt)?;
+                    journal.write(&mut identity)
                 }
-                on_adopt(dir, &mut identity)?;
-                return journal.write(&mut identity);
-            }
-            if !inspection.problems.is_empty() {
-                return Err(Error::Untrusted {
+                (Verdict::Untrusted, None) => Err(Error::Untrusted {
                     dir: dir.display().to_string(),
                     problems: inspection.problems,
-                });
+                }),
             }
-            journal.repair(inspection)
         })?;
         Ok(journal)
     }
@@ -300,6 +270,20 @@ impl Journal {
     ) -> Result<(), Error> {
         note(identity, key, value, write_file)?;
         self.write(identity)
+    }
+
+    /// Loads the journal, lets `change` edit it, and writes it back, under the lock.
+    /// Blocking.
+    pub(crate) fn update<T>(
+        &self,
+        change: impl FnOnce(&mut Identity) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.locked(|| {
+            let mut identity = self.load()?;
+            let answer = change(&mut identity)?;
+            self.write(&mut identity)?;
+            Ok(answer)
+        })
     }
 
     /// Replaces `identity.json` atomically and durably, with its own inode inside.
@@ -436,20 +420,17 @@ pub(crate) fn note(
 /// Checks `dir` against its journal without changing anything.
 pub(crate) fn inspect(dir: &Path, ledger: &dyn Ledger) -> Result<Inspection, Error> {
     let device_inode = dir_id(dir)?;
-    let identity = match read_identity(dir) {
-        Ok(identity) => identity,
-        Err(e) => {
-            return Ok(Inspection {
-                identity: None,
-                device_inode,
-                files: Vec::new(),
-                problems: vec![e.to_string()],
-                repairs: Vec::new(),
-            });
-        }
-    };
     let mut problems = Vec::new();
     let mut repairs = Vec::new();
+    let journal_present = dir.join(IDENTITY_FILE).exists();
+    // An unreadable journal is a problem, never a fresh start: the files are still listed,
+    // so that the report shows what the journal no longer vouches for.
+    let identity = read_identity(dir).unwrap_or_else(|e| {
+        problems.push(format!(
+            "{IDENTITY_FILE} cannot be read as the journal idmint writes ({e}): it was emptied, truncated or edited"
+        ));
+        None
+    });
     let mut keys: Vec<String> = ledger.keys(dir)?;
     if let Some(identity) = &identity {
         check_identity(dir, identity, device_inode, &mut problems)?;
@@ -463,10 +444,12 @@ pub(crate) fn inspect(dir: &Path, ledger: &dyn Ledger) -> Result<Inspection, Err
         let entry = identity.as_ref().and_then(|i| i.entries.get(&key)).copied();
         if identity.is_some() {
             check_entry(&key, ledger.what(), entry.as_ref(), &found, &mut problems, &mut repairs);
+        } else if let Found::Corrupt(e) = &found {
+            problems.push(format!("{key}: {e}"));
         }
         files.push((key, entry, found));
     }
-    if identity.is_none() && !files.is_empty() {
+    if identity.is_none() && !journal_present && !files.is_empty() {
         problems.push(format!(
             "{} holds {} {} file(s) but no {IDENTITY_FILE}: the journal was lost, or the directory was written by an older idmint",
             dir.display(),
@@ -474,7 +457,81 @@ pub(crate) fn inspect(dir: &Path, ledger: &dyn Ledger) -> Result<Inspection, Err
             ledger.what()
         ));
     }
-    Ok(Inspection { identity, device_inode, files, problems, repairs })
+    Ok(Inspection { identity, journal_present, device_inode, files, problems, repairs })
+}
+
+/// What a data directory is, as `idmint serve` and `idmint doctor` both judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Never used: no journal file at all and no value files.
+    Fresh,
+    /// What idmint last wrote (perhaps with value files ahead of the journal, to repair).
+    Trusted,
+    /// Anything else: refused until adopted.
+    Untrusted,
+}
+
+impl Inspection {
+    /// The one verdict on a directory: `serve` opens on it and `doctor` reports it.
+    pub(crate) fn verdict(&self) -> Verdict {
+        if !self.problems.is_empty() {
+            Verdict::Untrusted
+        } else if !self.journal_present && self.files.is_empty() {
+            Verdict::Fresh
+        } else {
+            Verdict::Trusted
+        }
+    }
+}
+
+/// The highest value known for each key of an adopted directory: its file's or the old
+/// journal's, whichever is greater (a lowered, rolled-back or deleted file, or a lost
+/// journal, each leave the other witness).
+pub(crate) type Highest = BTreeMap<String, u64>;
+
+/// The identity of an adopted directory: new, recording every value file exactly as it is
+/// on disk (so that the next open trusts it), with the highest value known of each key.
+fn adopted(inspection: &Inspection, adopt: Adopt) -> Result<(Identity, Highest), Error> {
+    let old = inspection.identity.as_ref();
+    let floor_ms = adopt.now_ms.saturating_add(adopt.margin_ms);
+    let floor_ms = old.map_or(floor_ms, |old| old.floor_ms.max(floor_ms));
+    let mut identity = new_identity(inspection.device_inode, floor_ms)?;
+    identity.generation = old.map_or(0, |i| i.generation) + 1;
+    identity.lineage = old.and_then(|i| i.lineage.clone());
+    let mut highest = Highest::new();
+    for (key, entry, found) in &inspection.files {
+        let recorded = entry.and_then(|e| e.value);
+        match found {
+            Found::Value { value, generation, inode } => {
+                identity.generation = identity.generation.max(generation + 1);
+                identity.entries.insert(
+                    key.clone(),
+                    Entry { value: Some(*value), generation: *generation, inode: Some(*inode) },
+                );
+                highest.insert(key.clone(), (*value).max(recorded.unwrap_or(0)));
+            }
+            Found::ClaimOnly => {
+                identity.entries.insert(
+                    key.clone(),
+                    Entry { value: None, generation: identity.generation, inode: None },
+                );
+                if let Some(recorded) = recorded {
+                    highest.insert(key.clone(), recorded);
+                }
+            }
+            Found::Missing | Found::Corrupt(_) => {
+                // No usable file: only the old journal knows its value. The owner writes
+                // the key anew above it (a corrupt file is replaced).
+                if let Some(recorded) = recorded {
+                    highest.insert(key.clone(), recorded);
+                }
+                if let Found::Corrupt(_) = found {
+                    highest.entry(key.clone()).or_insert(0);
+                }
+            }
+        }
+    }
+    Ok((identity, highest))
 }
 
 /// Compares one file with its journal entry.
@@ -598,6 +655,7 @@ fn new_identity(at: DirId, floor_ms: u64) -> Result<Identity, Error> {
         generation: 0,
         floor_ms,
         entries: BTreeMap::new(),
+        lineage: None,
     })
 }
 

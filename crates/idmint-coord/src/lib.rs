@@ -56,6 +56,7 @@ mod etcd;
 mod file;
 mod journal;
 mod memory;
+mod remembered;
 #[cfg(feature = "test-util")]
 pub mod testing;
 // Segments (DB-produced IDs) and persistent counters (DecimalId's launch and generator IDs).
@@ -82,6 +83,7 @@ pub use crate::{
     file::FileCoordinator,
     journal::{Adopt, DataDirReport, FileReport},
     memory::MemoryCoordinator,
+    remembered::{FLEET_DIR, Remembered},
 };
 
 // Segments and persistent counters (a separate group, so that formatting never moves it).
@@ -261,6 +263,41 @@ impl Claim {
     pub(crate) fn token(&self) -> u64 {
         self.token
     }
+
+    /// Raises the mark the claim starts above to at least `mark_ms` (a mark remembered
+    /// elsewhere, higher than the store's).
+    pub(crate) fn raise_mark(&mut self, mark_ms: u64) {
+        self.mark_ms = Some(self.mark_ms.map_or(mark_ms, |mark| mark.max(mark_ms)));
+    }
+}
+
+/// What a shared store (etcd) records of itself, so that a server can tell whether it claims
+/// on the store it used before ([`Remembered`]).
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::Lineage;
+///
+/// let lineage = Lineage {
+///     store: "etcd cluster 8e9e05c52164694d, prefix idmint/".into(),
+///     recorded: true,
+///     adopted_ms: None,
+/// };
+/// assert!(lineage.recorded);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lineage {
+    /// Which store, for people and for comparison: for etcd, its cluster ID and prefix.
+    pub store: String,
+    /// Whether the store records itself yet: `false` for a store that holds no idmint marks
+    /// (new, wiped, or another one), whose first claim will record it.
+    pub recorded: bool,
+    /// Set when an operator adopted the store (`idmint lease adopt-cluster`): the floor that
+    /// adoption raised every mark to (Unix ms).
+    #[serde(default)]
+    pub adopted_ms: Option<u64>,
 }
 
 /// A store of generator-ID claims and high-water marks.
@@ -301,6 +338,17 @@ pub trait Coordinator: Send + Sync + fmt::Debug {
     ///
     /// [`Error::Io`] or [`Error::Unavailable`]; the claim ends anyway.
     async fn release(&self, claim: &Claim) -> Result<(), Error>;
+
+    /// The shared store's record of itself, read now; `None` (the default) for a store that
+    /// lives in this process or on this machine and needs no remembering.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] when the store cannot be read; [`Error::Corrupt`] when its
+    /// record is not one idmint wrote.
+    async fn lineage(&self) -> Result<Option<Lineage>, Error> {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@
 //! ```
 
 mod allocator;
-mod file;
+pub(crate) mod file;
 mod memory;
 
 use std::{fmt, ops::Range};

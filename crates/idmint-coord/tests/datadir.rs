@@ -1,10 +1,11 @@
-//! The data-directory journal of the file backends (issue: refuse state that is not what the
-//! server last wrote): a copied or restored directory, a lost, lowered or rolled-back mark, a
-//! claim with no mark, a lost journal, and deleted or zeroed segment and counter files are each
-//! refused at open; `mv` on one file system, and a crash between a value file and its journal
-//! entry, are not. Each refusal has its negative control: the same damage opened with the
-//! check bypassed (adopted with no margin) hands out a mark or value at or below one already
-//! used, which is what the refusal prevents.
+//! The data-directory journal of the file backends, which refuses state that is not what the
+//! server last wrote: a copied or restored directory, a lost, lowered or rolled-back mark, a
+//! claim with no mark, a lost, emptied or unreadable journal, and deleted or zeroed segment and
+//! counter files are each refused at open, with the same verdict `idmint doctor` reports;
+//! `mv` on one file system, and a crash between a value file and its journal entry, are not.
+//! Each refusal has its negative control: the same damage opened with the check bypassed
+//! (adopted with no margin) hands out a mark or value at or below one already used, which is
+//! what the refusal prevents; and adopting each refused state starts above everything it shows.
 
 use std::{
     fs,
@@ -60,6 +61,24 @@ fn store_dir(root: &Path) -> (PathBuf, PathBuf) {
     (dir, backup)
 }
 
+/// The highest value of generator 0's mark (or the `orders` segment) that its file or the
+/// journal still shows, read as raw JSON (0 where neither can be read).
+fn visible(dir: &Path, store: bool) -> u64 {
+    let read = |path: PathBuf| {
+        fs::read(path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    };
+    let (file, field, key) = if store {
+        (dir.join("segments").join(format!("{NS}.json")), "value", format!("segments/{NS}"))
+    } else {
+        (dir.join(NS).join("0.mark"), "mark_ms", format!("marks/{NS}/0"))
+    };
+    let in_file = read(file).and_then(|v| v[field].as_u64()).unwrap_or(0);
+    let in_journal = read(dir.join("identity.json"))
+        .and_then(|v| v["entries"][key.as_str()]["value"].as_u64())
+        .unwrap_or(0);
+    in_file.max(in_journal)
+}
+
 fn cp_a(from: &Path, to: &Path) {
     let status = Command::new("cp").arg("-a").arg(from).arg(to).status().expect("cp -a");
     assert!(status.success(), "cp -a failed");
@@ -113,7 +132,20 @@ fn check(name: &str, store: bool, damage: impl FnOnce(&Path, &Path), expect: Exp
             }
         })
     };
-    match (expect, start(None)) {
+    // `idmint serve` and `idmint doctor` give one verdict: the directory opens exactly when
+    // the report lists no problem.
+    let report = if store { FileStore::inspect(&dir) } else { FileCoordinator::inspect(&dir) }
+        .expect("inspect");
+    let visible = visible(&dir, store);
+    let opened = start(None);
+    assert_eq!(
+        opened.is_ok(),
+        report.problems.is_empty(),
+        "{name}: serve and doctor disagree: serve {opened:?}, doctor {:?}",
+        report.problems
+    );
+    let refused = opened.is_err();
+    match (expect, opened) {
         (Expect::Refused(text, lowers), Err(e @ Error::Untrusted { .. })) => {
             let message = e.to_string();
             assert!(message.contains(text), "{name}: the refusal does not say `{text}`: {message}");
@@ -153,6 +185,16 @@ fn check(name: &str, store: bool, damage: impl FnOnce(&Path, &Path), expect: Exp
             assert!(start_at >= floor, "{name}: starts above {start_at}, below {floor}");
         }
         (expect, got) => panic!("{name}: expected {expect:?}, got {got:?}"),
+    }
+    if refused {
+        // `--adopt-data-dir` recovers every state it is offered: above the highest value any
+        // file or the journal shows, plus the margin (the store's own margins: 10^12 for a
+        // segment).
+        let margin = 7;
+        let adopted = start(Some(Adopt { now_ms: 0, margin_ms: margin }))
+            .unwrap_or_else(|e| panic!("{name}: adopting failed: {e}"));
+        let floor = if store { visible + 1_000_000_000_000 } else { visible + margin };
+        assert!(adopted >= floor, "{name}: adopted, starts above {adopted}, below {floor}");
     }
 }
 
@@ -247,6 +289,35 @@ fn the_coordinator_refuses_what_it_did_not_write() {
         },
         Expect::Above(2_000),
     );
+    for (blank, content) in [("emptied", ""), ("replaced by {}", "{}"), ("not JSON", "{\"form")] {
+        check(
+            &format!("the journal {blank}"),
+            false,
+            |dir, _| fs::write(dir.join("identity.json"), content).expect("blank"),
+            Expect::Refused("cannot be read as the journal", false),
+        );
+    }
+    check(
+        "the journal emptied and the mark lowered",
+        false,
+        |dir, _| {
+            fs::write(dir.join("identity.json"), "").expect("blank");
+            edit(&mark(dir), |v| v["mark_ms"] = 500.into());
+        },
+        Expect::Refused("cannot be read as the journal", true),
+    );
+    check(
+        "a copy (cp -a) with its journal emptied",
+        false,
+        |dir, _| {
+            let copy = dir.with_extension("copy");
+            cp_a(dir, &copy);
+            fs::remove_dir_all(dir).expect("rm");
+            fs::rename(&copy, dir).expect("mv");
+            fs::write(dir.join("identity.json"), "").expect("blank");
+        },
+        Expect::Refused("cannot be read as the journal", false),
+    );
     check(
         "a mark file that is not JSON",
         false,
@@ -290,6 +361,21 @@ fn the_store_refuses_deleted_zeroed_and_rolled_back_values() {
         Expect::Refused("file is missing", true),
     );
     check(
+        "the journal emptied and the segment lowered",
+        true,
+        |dir, _| {
+            fs::write(dir.join("identity.json"), "").expect("blank");
+            edit(&segment(dir), |v| v["value"] = 0.into());
+        },
+        Expect::Refused("cannot be read as the journal", true),
+    );
+    check(
+        "the journal replaced by {}",
+        true,
+        |dir, _| fs::write(dir.join("identity.json"), "{}").expect("blank"),
+        Expect::Refused("cannot be read as the journal", false),
+    );
+    check(
         "the store copied",
         true,
         |dir, _| {
@@ -300,6 +386,24 @@ fn the_store_refuses_deleted_zeroed_and_rolled_back_values() {
         },
         Expect::Refused("copied or restored", false),
     );
+}
+
+/// A journal that exists but is blank is not a fresh directory, even with no value files:
+/// idmint never leaves one (it writes its journal whole and renames it into place).
+#[test]
+fn a_blank_journal_in_an_empty_directory_is_refused_too() {
+    for store in [false, true] {
+        let root = tempfile::tempdir().expect("dir");
+        let dir = root.path().join("blank");
+        fs::create_dir_all(&dir).expect("mkdir");
+        fs::write(dir.join("identity.json"), "").expect("blank");
+        let opened =
+            if store { FileStore::open(&dir).err() } else { FileCoordinator::open(&dir).err() };
+        assert!(matches!(opened, Some(Error::Untrusted { .. })), "store {store}: {opened:?}");
+        let report = if store { FileStore::inspect(&dir) } else { FileCoordinator::inspect(&dir) }
+            .expect("inspect");
+        assert!(!report.problems.is_empty(), "doctor calls it ok");
+    }
 }
 
 /// Adopting: a copied coordinator directory starts above the clock plus the margin; a copied

@@ -1,15 +1,22 @@
-//! The restore guard against real `etcd` processes (reliability.md T21): marks restored from an
-//! etcd snapshot into a new cluster are refused until `adopt_cluster` raises them, a cluster
-//! key that idmint did not write is refused, and the `test-no-restore-guard` negative control
-//! takes the stale marks as they are. Without `etcd` on PATH the tests skip, unless `CI=true`.
+//! The restore guard against real `etcd` processes (RELIABILITY.md, "an etcd cluster restored
+//! from a snapshot"): marks restored from an etcd snapshot into a new cluster are refused until
+//! `adopt_cluster` raises them, a cluster key that idmint did not write is refused, and the
+//! `test-no-restore-guard` negative control takes the stale marks as they are. And the wrong
+//! cluster: a server whose data directory remembers one cluster is refused on an empty, wiped
+//! or other one (`Remembered`), where without its memory it would start below its own IDs or
+//! on a generator ID another server holds. Without `etcd` on PATH the tests skip, unless
+//! `CI=true`.
 
 #![cfg(all(feature = "etcd", feature = "test-util"))]
 
 use std::time::Duration;
 
 use etcd_client::Client;
+use std::sync::Arc;
+
 use idmint_coord::{
-    Adopted, ClaimRequest, Coordinator, Error, EtcdCoordinator, EtcdOptions, GeneratorIds,
+    Adopted, ClaimRequest, ClaimState, Coordinator, Error, EtcdCoordinator, EtcdOptions,
+    GeneratorIds, Remembered,
     testing::{self, EtcdCluster},
 };
 
@@ -120,4 +127,84 @@ async fn without_the_guard_the_stale_mark_is_trusted() {
     let claim = claim_when_free(&coordinator).await;
     assert_eq!(claim.mark_ms(), Some(BEFORE));
     assert!(claim.mark_ms() < Some(AFTER), "the control trusts a mark below the one lost");
+}
+
+/// A server's memory (`<data-dir>/fleet.d`) around a connection to `cluster`.
+async fn remembered(dir: &std::path::Path, cluster: &EtcdCluster) -> Remembered {
+    Remembered::open(dir, Arc::new(connect(cluster).await)).expect("open the memory")
+}
+
+/// The wrong cluster, each way it happens: a server that stored `AFTER` on cluster A is pointed
+/// at an empty cluster B, at A wiped of its keys, and at B while a spare holds its generator ID
+/// on A. Each is refused by the data directory's memory; each negative control (the same
+/// claim with no memory, as before servers remembered) starts below `AFTER` or holds the
+/// generator ID the spare holds, which is how IDs repeat. An adoption of B is then taken, and
+/// the claim still starts above the remembered mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_is_refused_on_a_cluster_its_data_directory_does_not_know() {
+    let Some(a) = testing::available(EtcdCluster::start(1).await) else { return };
+    let b = EtcdCluster::start(1).await.expect("a second cluster");
+    let data = tempfile::tempdir().expect("tempdir");
+    let memory = data.path().join("fleet.d");
+    let server = remembered(&memory, &a).await;
+    let claim = server.claim(&request()).await.expect("claim on A");
+    server.store_mark(&claim, BEFORE).await.expect("mark");
+    server.store_mark(&claim, AFTER).await.expect("mark");
+    server.release(&claim).await.expect("release");
+    drop(server);
+
+    // An empty cluster.
+    let refused = remembered(&memory, &b).await.claim(&request()).await;
+    match &refused {
+        Err(e @ Error::StoreChanged { .. }) => {
+            let message = e.to_string();
+            assert!(message.contains("holds no idmint marks"), "{message}");
+            assert!(message.contains("idmint lease adopt-cluster"), "no way forward: {message}");
+        }
+        other => panic!("an empty cluster was taken: {other:?}"),
+    }
+    // The control: without the memory the empty cluster hands out generator 0 with no mark,
+    // so a server whose clock is behind `AFTER` issues IDs it issued before.
+    let forgetful = connect(&b).await;
+    let bare = forgetful.claim(&request()).await.expect("claim with no memory");
+    assert_eq!(bare.mark_ms(), None, "the control: nothing protects the IDs below {AFTER}");
+    forgetful.release(&bare).await.expect("release");
+
+    // A spare takes generator 0 on A (no memory of its own needed); the server, moved to B,
+    // is refused. Without the memory it holds generator 0 on B at the same time.
+    let spare = connect(&a).await;
+    let spare_claim = claim_when_free(&spare).await;
+    let moved = remembered(&memory, &b).await.claim(&request()).await;
+    assert!(matches!(moved, Err(Error::StoreChanged { .. })), "moved: {moved:?}");
+    let both = forgetful.claim(&request()).await.expect("the control claims on B");
+    assert!(
+        matches!(spare_claim.state(), ClaimState::Held { .. })
+            && matches!(both.state(), ClaimState::Held { .. })
+            && spare_claim.generator_id() == both.generator_id(),
+        "the control: two live holders of generator {} at once",
+        both.generator_id()
+    );
+    forgetful.release(&both).await.expect("release");
+    spare.release(&spare_claim).await.expect("release");
+
+    // A wiped: the same cluster ID, its keys gone.
+    let mut client = Client::connect(a.endpoints(), None).await.expect("plain client");
+    client
+        .delete("test/", Some(etcd_client::DeleteOptions::new().with_prefix()))
+        .await
+        .expect("wipe");
+    let wiped = remembered(&memory, &a).await.claim(&request()).await;
+    assert!(matches!(wiped, Err(Error::StoreChanged { .. })), "wiped: {wiped:?}");
+
+    // An operator adopts B, with a floor below the remembered mark: taken, and the claim
+    // starts above what the data directory remembers.
+    let floor = BEFORE - 10_000;
+    connect(&b).await.adopt_cluster(floor).await.expect("adopt B");
+    let adopted = remembered(&memory, &b).await;
+    let claim = adopted.claim(&request()).await.expect("an adopted cluster is taken");
+    assert_eq!(claim.mark_ms(), Some(AFTER), "starts above the remembered mark");
+    adopted.release(&claim).await.expect("release");
+    // And the adoption is remembered: A, empty since the wipe, is refused now.
+    let forgotten = remembered(&memory, &a).await.claim(&request()).await;
+    assert!(matches!(forgotten, Err(Error::StoreChanged { .. })), "{forgotten:?}");
 }

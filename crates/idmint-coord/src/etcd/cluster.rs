@@ -13,7 +13,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
 
 use super::{Inner, MarkValue, Scheme, decode_mark, ranges};
-use crate::Error;
+use crate::{Error, Lineage};
 
 /// The JSON value of the cluster key.
 #[derive(Debug, Serialize, Deserialize)]
@@ -21,6 +21,17 @@ use crate::Error;
 struct ClusterValue {
     /// The etcd cluster ID, in hex as `etcdctl endpoint status` prints it.
     cluster_id: String,
+    /// Set by [`adopt`]: the floor every mark was raised to (Unix ms). A server whose data
+    /// directory remembers another store takes an adopted one (see `remembered.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    adopted_ms: Option<u64>,
+}
+
+/// What the cluster key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Recorded {
+    cluster_id: u64,
+    adopted_ms: Option<u64>,
 }
 
 /// What [`adopt`] did.
@@ -50,17 +61,36 @@ pub(super) fn key(prefix: &str) -> String {
     format!("{prefix}cluster")
 }
 
-fn encode(cluster_id: u64) -> String {
-    // A struct of one string cannot fail to serialise.
-    serde_json::to_string(&ClusterValue { cluster_id: format!("{cluster_id:x}") })
+fn encode(cluster_id: u64, adopted_ms: Option<u64>) -> String {
+    // A struct of a string and a number cannot fail to serialise.
+    serde_json::to_string(&ClusterValue { cluster_id: format!("{cluster_id:x}"), adopted_ms })
         .unwrap_or_default()
 }
 
-fn parse(key: &str, value: &[u8]) -> Result<u64, Error> {
+fn parse(key: &str, value: &[u8]) -> Result<Recorded, Error> {
     let corrupt = |reason: String| Error::Corrupt { path: format!("etcd key {key}"), reason };
     let value: ClusterValue = serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
-    u64::from_str_radix(&value.cluster_id, 16)
-        .map_err(|_| corrupt(format!("cluster_id `{}` is not a hex cluster ID", value.cluster_id)))
+    let cluster_id = u64::from_str_radix(&value.cluster_id, 16).map_err(|_| {
+        corrupt(format!("cluster_id `{}` is not a hex cluster ID", value.cluster_id))
+    })?;
+    Ok(Recorded { cluster_id, adopted_ms: value.adopted_ms })
+}
+
+/// The cluster's record of itself, for a server's memory of where it claims
+/// ([`crate::Remembered`]): the recorded cluster ID (or, when none is recorded, the live one)
+/// and the prefix.
+pub(super) async fn lineage(inner: &Inner) -> Result<Lineage, Error> {
+    let key = key(&inner.options.prefix);
+    let mut client = inner.client.clone();
+    let response = inner.call("read the cluster key", client.get(key.as_str(), None)).await?;
+    let live = response.header().map_or(0, |h| h.cluster_id());
+    let recorded = response.kvs().first().map(|kv| parse(&key, kv.value())).transpose()?;
+    let cluster_id = recorded.map_or(live, |r| r.cluster_id);
+    Ok(Lineage {
+        store: format!("etcd cluster {cluster_id:016x}, prefix {}", inner.options.prefix),
+        recorded: recorded.is_some(),
+        adopted_ms: recorded.and_then(|r| r.adopted_ms),
+    })
 }
 
 /// Checks that the cluster answering is the one the marks were written on, recording it when
@@ -75,15 +105,15 @@ pub(super) async fn verify(inner: &Inner) -> Result<u64, Error> {
         return Ok(live);
     }
     let recorded = match response.kvs().first() {
-        Some(kv) => parse(&key, kv.value())?,
+        Some(kv) => parse(&key, kv.value())?.cluster_id,
         None => {
             let txn = Txn::new()
                 .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(key.as_str(), encode(live), None)])
+                .and_then([TxnOp::put(key.as_str(), encode(live, None), None)])
                 .or_else([TxnOp::get(key.as_str(), None)]);
             let response = inner.call("record the cluster", client.txn(txn)).await?;
             match ranges(&response).first().cloned().flatten() {
-                Some(kv) if !response.succeeded() => parse(&key, &kv.value)?,
+                Some(kv) if !response.succeeded() => parse(&key, &kv.value)?.cluster_id,
                 _ => live,
             }
         }
@@ -136,7 +166,8 @@ pub(super) async fn adopt(inner: &Inner, floor_ms: u64) -> Result<Adopted, Error
     let mut client = inner.client.clone();
     let found = inner.call("read the cluster key", client.get(key.as_str(), None)).await?;
     let live = found.header().map_or(0, |h| h.cluster_id());
-    let recorded = found.kvs().first().map(|kv| parse(&key, kv.value())).transpose()?;
+    let recorded =
+        found.kvs().first().map(|kv| parse(&key, kv.value())).transpose()?.map(|r| r.cluster_id);
     let listing = inner
         .call("list the marks", client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())))
         .await?;
@@ -170,7 +201,8 @@ pub(super) async fn adopt(inner: &Inner, floor_ms: u64) -> Result<Adopted, Error
         Some(kv) => Compare::mod_revision(key.as_str(), CompareOp::Equal, kv.mod_revision()),
         None => Compare::create_revision(key.as_str(), CompareOp::Equal, 0),
     };
-    let txn = Txn::new().when([record]).and_then([TxnOp::put(key.as_str(), encode(live), None)]);
+    let adopted = encode(live, Some(floor_ms));
+    let txn = Txn::new().when([record]).and_then([TxnOp::put(key.as_str(), adopted, None)]);
     let response = inner.call("record the cluster", client.txn(txn)).await?;
     if !response.succeeded() {
         return Err(Error::InvalidRequest(format!(
@@ -187,7 +219,10 @@ mod tests {
     #[test]
     fn cluster_values_round_trip_and_bad_ones_are_refused() {
         for id in [1, 0xdead_beef, u64::MAX] {
-            assert_eq!(parse("k", encode(id).as_bytes()).ok(), Some(id));
+            for adopted_ms in [None, Some(7)] {
+                let recorded = Recorded { cluster_id: id, adopted_ms };
+                assert_eq!(parse("k", encode(id, adopted_ms).as_bytes()).ok(), Some(recorded));
+            }
         }
         for bad in
             [&b"{}"[..], b"{\"cluster_id\":\"xyz\"}", b"7", b"{\"cluster_id\":\"1\",\"x\":1}"]

@@ -15,7 +15,8 @@ use crate::{
     counter::check_counter_request,
     file::{blocking, fsync_dir, io_error, replace_json},
     journal::{
-        ADOPT_COUNTER_MARGIN, ADOPT_SEGMENT_MARGIN, Adopt, Found, Identity, Journal, Ledger,
+        ADOPT_COUNTER_MARGIN, ADOPT_SEGMENT_MARGIN, Adopt, Found, Highest, Identity, Journal,
+        Ledger,
     },
     segment::{check_range_request, counter_after, range_after},
 };
@@ -74,10 +75,10 @@ pub struct FileStore {
 /// The content of a value file.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ValueFile {
-    value: u64,
+pub(crate) struct ValueFile {
+    pub(crate) value: u64,
     /// The journal generation of this write.
-    generation: u64,
+    pub(crate) generation: u64,
 }
 
 /// The two kinds of values, each in its own folder.
@@ -222,7 +223,7 @@ impl Ledger for Values {
 }
 
 /// Reads a value file with its inode; `None` when there is none.
-fn read_value(path: &Path) -> Result<Option<(ValueFile, u64)>, Error> {
+pub(crate) fn read_value(path: &Path) -> Result<Option<(ValueFile, u64)>, Error> {
     use std::os::unix::fs::MetadataExt;
 
     let bytes = match fs::read(path) {
@@ -237,7 +238,12 @@ fn read_value(path: &Path) -> Result<Option<(ValueFile, u64)>, Error> {
 }
 
 /// Replaces a value file with `value` at `generation`; returns its path.
-fn write_value(dir: &Path, key: &str, value: u64, generation: u64) -> Result<PathBuf, Error> {
+pub(crate) fn write_value(
+    dir: &Path,
+    key: &str,
+    value: u64,
+    generation: u64,
+) -> Result<PathBuf, Error> {
     let path = dir.join(format!("{key}.json"));
     let tmp = dir.join(format!("{key}.json.tmp"));
     let folder = path.parent().unwrap_or(dir);
@@ -245,19 +251,23 @@ fn write_value(dir: &Path, key: &str, value: u64, generation: u64) -> Result<Pat
     Ok(path)
 }
 
-/// Adoption: raises every segment value by 10^12 (within [`MAX_SEGMENT_ID`]) and every
-/// counter by 1,000, recording each in the new identity.
-fn raise_all(dir: &Path, identity: &mut Identity) -> Result<(), Error> {
-    let keys: Vec<String> = identity.entries.keys().cloned().collect();
-    for key in keys {
-        let Some(value) = identity.entries.get(&key).and_then(|e| e.value) else { continue };
+/// Adoption: every segment value starts 10^12 (within [`MAX_SEGMENT_ID`]), and every counter
+/// 1,000, above the highest value its file or the old journal shows (an unreadable or missing
+/// file is written anew), each recorded in the new identity.
+fn raise_all(
+    dir: &Path,
+    identity: &mut Identity,
+    highest: &Highest,
+    _: Adopt,
+) -> Result<(), Error> {
+    for (key, &value) in highest {
         let raised = if key.starts_with("segments/") {
             value.saturating_add(ADOPT_SEGMENT_MARGIN).min(MAX_SEGMENT_ID)
         } else {
             value.saturating_add(ADOPT_COUNTER_MARGIN)
         };
-        crate::journal::note(identity, &key, Some(raised), |generation| {
-            write_value(dir, &key, raised, generation).map(Some)
+        crate::journal::note(identity, key, Some(raised), |generation| {
+            write_value(dir, key, raised, generation).map(Some)
         })?;
     }
     Ok(())
