@@ -830,12 +830,16 @@ mod on_etcd {
         let empty = Etcd::start(1).expect("a second etcd cluster");
         let pool = ["--generator-pool", "1"];
         let mut first = Node::start("on cluster A", &fleet_args(&etcd, 2, &pool), &[]);
+        // Two seconds of load, then the restart with the clock set back to the first ID's
+        // second (rounded down) and three seconds of load: the two spans of ID times overlap
+        // by at least a second, and each server fills about a quarter of its milliseconds, so
+        // the control repeats IDs in dozens of milliseconds, not by chance.
         let loader = Loader::start(first.addr, "/v1/batch?count=1000");
-        assert!(loader.wait_for(100, Duration::from_secs(20)));
+        assert!(loader.wait_for(10, Duration::from_secs(20)));
+        std::thread::sleep(Duration::from_secs(2));
         let before = loader.finish();
         assert!(first.terminate().success(), "{}", first.full_log());
 
-        // The clock set back to the first ID's second.
         let started_ms = before.ids.iter().map(|&id| time_of(id)).min().expect("ids");
         let lib = lib.to_string_lossy().into_owned();
         let back = |now: u64| format!("-{}s", now.saturating_sub(started_ms) / 1_000 + 1);
@@ -874,13 +878,19 @@ mod on_etcd {
             Node::adopt("on empty cluster B, remembering nothing", child, PROCESS_TIMEOUT);
         control.wait_ready(PROCESS_TIMEOUT);
         let loader = Loader::start(control.addr, "/v1/batch?count=1000");
-        assert!(loader.wait_for(100, Duration::from_secs(20)));
+        assert!(loader.wait_for(10, Duration::from_secs(20)));
+        std::thread::sleep(Duration::from_secs(3));
         let after = loader.finish();
         assert!(control.terminate().success(), "{}", control.full_log());
         let all: Vec<u64> = before.ids.iter().chain(&after.ids).copied().collect();
         let repeated = duplicates(&all);
+        let span = |ids: &[u64]| {
+            let times = ids.iter().map(|&id| time_of(id));
+            (times.clone().min().unwrap_or(0), times.max().unwrap_or(0))
+        };
         #[allow(clippy::print_stderr)]
         {
+            eprintln!("times: before {:?}, control {:?}", span(&before.ids), span(&after.ids));
             eprintln!(
                 "a_server_restarted_on_an_empty_cluster (negative control): {repeated} of {} ids repeated",
                 all.len()

@@ -397,7 +397,8 @@ fn the_readme_command_serves_1000_ids() {
 
 /// A live data directory copied with `cp -a` and started beside the original: refused, while
 /// the original keeps serving. Negative control: the copy adopted with no safety margin (the
-/// protection removed) beside the loaded original issues IDs the original issued too.
+/// protection removed) beside the loaded original issues IDs the original issued too. The same
+/// copy with its journal blanked is refused as well.
 #[test]
 fn a_live_copy_of_the_data_dir_is_refused() {
     let root = tempfile::tempdir().expect("temporary directory");
@@ -407,6 +408,18 @@ fn a_live_copy_of_the_data_dir_is_refused() {
     let mut ids = fetch(&original, 3);
     cp_a(&original_dir, &copy_dir);
     assert_refused(&refused_start(&copy_dir, &window, &[]), "copied or restored");
+    // The copy's journal blanked (emptied, `{}`, cut short): refused too, where a blank
+    // journal was once taken for a fresh directory; `idmint doctor` gives the same verdict.
+    let journal = copy_dir.join("identity.json");
+    let kept = std::fs::read(&journal).expect("read the journal");
+    for blank in [&b""[..], b"{}", &kept[..kept.len() / 2]] {
+        std::fs::write(&journal, blank).expect("blank the journal");
+        assert_refused(&refused_start(&copy_dir, &window, &[]), "cannot be read as the journal");
+        let doctor = idmint(["doctor"], &[]).arg(&copy_dir).output().expect("doctor");
+        let text = String::from_utf8_lossy(&doctor.stdout);
+        assert_eq!(doctor.status.code(), Some(1), "doctor on a blank journal:\n{text}");
+        assert!(text.contains("cannot be read as the journal"), "{text}");
+    }
     ids.extend(fetch(&original, 3));
     report("a_live_copy_refused", assert_unique(&ids));
 
