@@ -205,7 +205,8 @@ pub(crate) struct Args {
     /// Start on a data directory that is not what idmint last wrote (copied, restored, a mark
     /// or store file lost or rolled back), once you are sure that no other copy of it is in
     /// use: claims then start above the clock plus --adopt-margin-ms or their stored marks,
-    /// whichever is greater, segments jump by 10^12 and counters by 1,000. See RELIABILITY.md
+    /// whichever is greater, segments jump by 10^12 and counters by 1,000. With --etcd it
+    /// adopts the data directory's memory of the cluster (`fleet.d`). See RELIABILITY.md
     /// [default: false].
     #[arg(long, env = "IDMINT_ADOPT_DATA_DIR")]
     adopt_data_dir: bool,

@@ -449,3 +449,35 @@ fn an_adopted_directory_starts_above_the_clock_plus_the_margin_and_is_trusted_ag
         assert_eq!(store.next("launch", 2_000).await.expect("counter"), 1 + 1_000 + 1);
     });
 }
+
+/// A value file deleted or lowered under a running store or coordinator is refused at its next
+/// write (RELIABILITY.md, "What idmint detects"), not recreated: the write fails, and so does
+/// every later one, until an operator acts.
+#[test]
+fn a_value_file_changed_under_a_running_server_is_refused_at_its_next_write() {
+    let root = tempfile::tempdir().expect("dir");
+    let dir = root.path().join("store");
+    let segment = dir.join("segments").join(format!("{NS}.json"));
+    runtime().block_on(async {
+        let store = FileStore::open(&dir).expect("open");
+        store.next_range(NS, 100).await.expect("range");
+        fs::remove_file(&segment).expect("rm");
+        for attempt in 0..2 {
+            let next = store.next_range(NS, 100).await;
+            assert!(matches!(next, Err(Error::Untrusted { .. })), "attempt {attempt}: {next:?}");
+        }
+        assert!(!segment.exists(), "the deleted segment file was recreated");
+    });
+    let root = tempfile::tempdir().expect("dir");
+    let dir = root.path().join("data");
+    runtime().block_on(async {
+        let coordinator = FileCoordinator::open(&dir).expect("open");
+        let claim = coordinator.claim(&request()).await.expect("claim");
+        coordinator.store_mark(&claim, 1_000).await.expect("mark");
+        let mark = dir.join(NS).join("0.mark");
+        fs::remove_file(&mark).expect("rm");
+        let next = coordinator.store_mark(&claim, 2_000).await;
+        assert!(matches!(next, Err(Error::Untrusted { .. })), "{next:?}");
+        assert!(!mark.exists(), "the deleted mark file was recreated");
+    });
+}
