@@ -489,7 +489,7 @@ mod tests {
     }
 
     fn invoke(client: &str, server: &str, t: u64) -> Event {
-        Event::Invoke { client: client.into(), server: server.into(), t, count: 1 }
+        Event::Invoke { client: client.into(), server: server.into(), t, count: 1, began: None }
     }
 
     fn ok(client: &str, t: u64, ids: &[u64]) -> Event {

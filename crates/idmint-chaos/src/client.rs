@@ -57,7 +57,8 @@ pub(crate) fn http_client(
         let request = format!("GET /v1/batch?count={count} HTTP/1.1\r\nhost: idmint\r\n\r\n");
         while !shared.stopped() {
             let t = shared.recorder.now();
-            let invoke = Event::Invoke { client: name.clone(), server: server.clone(), t, count };
+            let invoke =
+                Event::Invoke { client: name.clone(), server: server.clone(), t, count, began: None };
             if connection.is_none() {
                 match TcpStream::connect_timeout(&addr, TIMEOUT) {
                     Ok(stream) => {
@@ -161,7 +162,13 @@ pub(crate) async fn grpc_client(
 ) {
     while !shared.stopped() {
         let started = shared.recorder.now();
-        let invoke = |t| Event::Invoke { client: name.clone(), server: server.clone(), t, count };
+        let invoke = |t| Event::Invoke {
+            client: name.clone(),
+            server: server.clone(),
+            t,
+            count,
+            began: None,
+        };
         let call = async {
             let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
                 .map_err(|e| e.to_string())?
@@ -259,19 +266,31 @@ pub(crate) async fn failover_client(
         Err(e) => {
             let t = shared.recorder.now();
             shared.record(&[
-                Event::Invoke { client: name.clone(), server: "*".into(), t, count: count as u64 },
+                Event::Invoke {
+                    client: name.clone(),
+                    server: "*".into(),
+                    t,
+                    count: count as u64,
+                    began: None,
+                },
                 Event::Fail { client: name.clone(), t, error: format!("build: {e}") },
             ]);
             return;
         }
     };
     while !shared.stopped() {
-        let t = match mode {
-            ClientMode::Batch => shared.recorder.now(),
-            ClientMode::Prefetch { .. } => started,
+        let now = shared.recorder.now();
+        let (t, began) = match mode {
+            ClientMode::Batch => (now, None),
+            ClientMode::Prefetch { .. } => (started, Some(now)),
         };
-        let invoke =
-            Event::Invoke { client: name.clone(), server: "*".into(), t, count: count as u64 };
+        let invoke = Event::Invoke {
+            client: name.clone(),
+            server: "*".into(),
+            t,
+            count: count as u64,
+            began,
+        };
         let (ids, error) = match mode {
             ClientMode::Batch => match client.batch(count).await {
                 Ok(ids) => (ids, None),

@@ -30,6 +30,11 @@ pub(crate) enum Event {
         t: u64,
         /// How many IDs were asked for.
         count: u64,
+        /// When the operation really began, where `t` is earlier on purpose (a prefetching
+        /// client's operations take IDs buffered before them, so `t` is the client's start
+        /// for the order check); what clients saw (availability) is measured from here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        began: Option<u64>,
     },
     /// The operation the client last invoked returned these IDs.
     Ok {
@@ -183,7 +188,7 @@ mod tests {
         let path = dir.join("h.jsonl");
         let recorder = Recorder::create(&path, Instant::now()).expect("create");
         let events = vec![
-            Event::Invoke { client: "c".into(), server: "s".into(), t: 1, count: 2 },
+            Event::Invoke { client: "c".into(), server: "s".into(), t: 1, count: 2, began: None },
             Event::Ok { client: "c".into(), t: 2, ids: vec![5, 6] },
             Event::Info { client: "c".into(), t: 3, error: "reset".into() },
             Event::Claim { server: "s".into(), generator: 0 },

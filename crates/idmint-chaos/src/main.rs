@@ -16,10 +16,12 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+mod availability;
 mod check;
 mod client;
 mod cluster;
 mod error;
+mod flood;
 mod history;
 mod nemesis;
 mod proxy;
@@ -239,6 +241,9 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
                 } else {
                     eprintln!("      history: {}", outcome.history.display());
                 }
+                for kind in &outcome.availability {
+                    eprintln!("      {}", availability_line(kind));
+                }
                 if outcome.rss_by_minute.len() > 1 {
                     eprintln!(
                         "      servers' peak RSS by minute (KiB): {:?}",
@@ -262,6 +267,10 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
     if !enough {
         eprintln!("   only {ids} IDs checked, fewer than --min-ids {}", args.min_ids);
     }
+    let availability: BTreeMap<String, &Vec<availability::KindReport>> = checked
+        .iter()
+        .map(|o| (o.scenario.to_owned(), &o.availability))
+        .collect();
     let summary = serde_json::json!({
         "ids": ids,
         "duplicates": duplicates,
@@ -271,6 +280,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
         "negative_controls": controls.0,
         "negative_controls_caught": controls.1,
         "nemeses_fired": nemeses,
+        "availability": availability,
         "seed": seed,
     });
     eprintln!("   wall time {:.1} s", started.elapsed().as_secs_f64());
@@ -280,4 +290,24 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
         && scenarios.0 == scenarios.1
         && controls.0 == controls.1
         && scenarios.0 + controls.0 > 0)
+}
+
+/// One kind of client's availability, as a line of the run's report: from the first fault on
+/// when a fault was fired, else over the whole run.
+fn availability_line(kind: &availability::KindReport) -> String {
+    let (span, when) = match &kind.faults {
+        Some(faults) => (faults, "from the first fault"),
+        None => (&kind.run, "whole run"),
+    };
+    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} ms"));
+    format!(
+        "availability {} ({when}): {} of {} answered ({}), longest gap {:.2} s, p99 {}, p99.9 {}",
+        kind.kind,
+        span.answered,
+        span.operations,
+        span.answered_share.map_or("-".to_owned(), |s| format!("{:.3} %", s * 100.0)),
+        span.longest_gap_s,
+        ms(span.p99_ms),
+        ms(span.p999_ms),
+    )
 }

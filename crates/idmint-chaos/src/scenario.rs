@@ -19,10 +19,12 @@ mod etcd_restore;
 mod redis;
 
 use crate::{
+    availability::{Availability, KindReport},
     check::{self, Report},
     client::{self, ClientMode, Shared},
-    cluster::{Node, libfaketime},
+    cluster::{Node, libfaketime, signal_pid},
     error::ChaosError,
+    flood::Flood,
     history::{self, Event, Recorder},
     nemesis::Rng,
     proxy::Proxy,
@@ -112,12 +114,25 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     Scenario { name: "etcd-leader-kill", anchor: "T7", control: None, run: etcd_leader_kill },
     Scenario {
+        name: "etcd-follower-pause",
+        anchor: "T7 (paused)",
+        control: None,
+        run: etcd_follower_pause,
+    },
+    Scenario {
+        name: "etcd-leader-pause",
+        anchor: "T7 (paused)",
+        control: None,
+        run: etcd_leader_pause,
+    },
+    Scenario {
         name: "partition-server-etcd",
         anchor: "T8",
         control: None,
         run: partition_server_etcd,
     },
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
+    Scenario { name: "grpc-flood", anchor: "T24", control: None, run: grpc_flood },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
     Scenario {
         name: "redis-sentinel",
@@ -181,6 +196,8 @@ pub(crate) struct Outcome {
     pub(crate) error: Option<String>,
     /// The servers' peak RSS per minute of the run, in KiB.
     pub(crate) rss_by_minute: BTreeMap<u64, u64>,
+    /// What each kind of client saw (share answered, longest gap, latency).
+    pub(crate) availability: Vec<KindReport>,
 }
 
 /// Runs one scenario (as a negative control when `control` is set) with `seed`.
@@ -245,7 +262,11 @@ pub(crate) fn run(
     // What was recorded is checked even when the scenario could not go on.
     let error = body.err().or(finished.err()).map(|e| e.to_string());
     let mut checker = check::Checker::default();
-    history::read(&history, |event| checker.add(event))?;
+    let mut availability = Availability::default();
+    history::read(&history, |event| {
+        availability.add(&event);
+        checker.add(event);
+    })?;
     let report = checker.finish();
     Ok(Outcome {
         scenario: scenario.name,
@@ -257,6 +278,7 @@ pub(crate) fn run(
         max_rss_kib: run.max_rss_kib,
         error,
         rss_by_minute: std::mem::take(&mut run.rss_by_minute),
+        availability: availability.finish_report(),
     })
 }
 
@@ -704,6 +726,52 @@ fn etcd_leader_kill(run: &mut Run) -> Result<(), ChaosError> {
     Ok(())
 }
 
+/// T7, paused: three servers on a three-member etcd (every endpoint given, a 10 s lease),
+/// each under HTTP load, and an idmint-client over all three prefetching with two refills in
+/// flight; one etcd follower is stopped with SIGSTOP for 30 s, then resumed. A paused member
+/// accepts connections and answers nothing, which a client that does not track members' health
+/// waits out request by request.
+fn etcd_follower_pause(run: &mut Run) -> Result<(), ChaosError> {
+    etcd_member_pause(run, false)
+}
+
+/// T7, paused: as [`etcd_follower_pause`], with the leader stopped (etcd elects another).
+fn etcd_leader_pause(run: &mut Run) -> Result<(), ChaosError> {
+    etcd_member_pause(run, true)
+}
+
+fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
+    run.etcd(3)?;
+    let (endpoints, _) = run.etcd_endpoints(false)?;
+    for _ in 0..3 {
+        let args = run.etcd_args(&endpoints, 10, 3_000, &[]);
+        let i = run.node(args, false)?;
+        run.start(i)?;
+    }
+    for i in 0..3 {
+        run.http(i, 1, None);
+    }
+    let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
+    run.failover(urls, ClientMode::Prefetch { pipeline: 2 });
+    let d = run.secs(4.0);
+    run.hold(d);
+    let etcd = run.etcd.as_ref().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+    let current = run.runtime.block_on(etcd.leader())?;
+    let member = if leader { current } else { (current + 1) % 3 };
+    let pid = etcd.member_pids()[member]
+        .ok_or_else(|| ChaosError::Server(format!("etcd member {member} does not run")))?;
+    let held = run.secs(30.0);
+    signal_pid(pid, "STOP")?;
+    let kind = if leader { "etcd_leader_pause" } else { "etcd_follower_pause" };
+    run.fired(kind, format!("etcd member {member} SIGSTOP for {held:?} (leader {current})"));
+    run.hold(held);
+    signal_pid(pid, "CONT")?;
+    run.fired("etcd_resume", format!("etcd member {member} SIGCONT"));
+    let d = run.secs(4.0);
+    run.hold(d);
+    Ok(())
+}
+
 /// T8: two servers, each talking to etcd through its own proxy, and a spare; server 0's
 /// proxy blackholes etcd for 6 s (3× the 2 s lease TTL), then delays it 75 ms for 2 s. The
 /// partitioned server stops extending its window and the spare may take its generator ID
@@ -783,6 +851,77 @@ fn client_failover(run: &mut Run) -> Result<(), ChaosError> {
     let d = run.secs(3.0);
     run.hold(d);
     Ok(())
+}
+
+/// A flood of the gRPC port during load: one server on the embedded store, its open files
+/// limited to 1,024 (as a default systemd unit or shell has them), under HTTP, gRPC and
+/// idmint-client load; then, one after the other, each held 5 s: 1,100 HTTP/2 connections
+/// that open no stream (more than the file limit), 40 connections of 1,000 calls whose
+/// message never arrives, 1,100 such calls on one connection, and 10,000 streams reset as
+/// soon as opened. The clients' availability shows whether the server kept answering; the
+/// server's RSS before, at its peak and after each flood goes into the nemesis log.
+fn grpc_flood(run: &mut Run) -> Result<(), ChaosError> {
+    let args = run.embedded_args(&[]);
+    let i = run.node(args, false)?;
+    run.start(i)?;
+    let pid = run.nodes[i].pid().ok_or_else(|| ChaosError::Server("s0 does not run".into()))?;
+    let limited = Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), "--nofile=1024:1024"])
+        .status()
+        .map_err(ChaosError::io("run prlimit (util-linux)"))?;
+    if !limited.success() {
+        return Err(ChaosError::Server("prlimit could not limit the server's files".into()));
+    }
+    run.http(i, 1, None);
+    run.grpc(i);
+    run.failover(vec![format!("http://{}", run.nodes[i].http)], ClientMode::Batch);
+    run.hold(Duration::from_secs(2));
+    let target = run.nodes[i].grpc;
+    let floods = [
+        ("grpc_idle_connections", Flood::Idle { connections: 1_100 }),
+        ("grpc_stalled_calls", Flood::Stalled { connections: 40, streams: 1_000 }),
+        ("grpc_streams_one_connection", Flood::Stalled { connections: 1, streams: 1_100 }),
+        ("grpc_rapid_reset", Flood::RapidReset { resets: 10_000 }),
+    ];
+    for (kind, flood) in floods {
+        let before = rss_kib(pid);
+        let mut peak = before;
+        let hold = Duration::from_secs(5);
+        let flooding = run.runtime.spawn(flood.run(target, hold));
+        run.fired(kind, format!("{flood:?} on {target}, held {hold:?}"));
+        while !flooding.is_finished() {
+            run.hold(Duration::from_millis(250));
+            peak = peak.max(rss_kib(pid));
+        }
+        let opened = run.runtime.block_on(flooding).unwrap_or_default();
+        run.hold(Duration::from_secs(2));
+        run.fired(
+            "flood_end",
+            format!(
+                "{kind}: {} connections and {} streams opened, {} refused; server RSS {} KiB before, {} KiB peak, {} KiB 2 s after",
+                opened.connections,
+                opened.streams,
+                opened.refused,
+                before,
+                peak,
+                rss_kib(pid)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A process's resident set, in KiB (0 when it cannot be read).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// The nemesis counts of several outcomes.
