@@ -1,4 +1,4 @@
-//! The scenarios (reliability.md §4.2) and what runs them: a [`Run`] starts etcd, servers,
+//! The scenarios (RELIABILITY.md, "Chaos harness") and what runs them: a [`Run`] starts etcd, servers,
 //! proxies and clients, lets a scenario fire its nemeses on a seeded schedule, then stops
 //! everything, adds the servers' claims and the stored marks to the history, and checks it.
 
@@ -83,7 +83,7 @@ impl Control {
 pub(crate) struct Scenario {
     /// Its name (`--scenario`).
     pub(crate) name: &'static str,
-    /// The rows of reliability.md §4.2 it covers.
+    /// The fault scenarios (T-numbers of RELIABILITY.md) it covers.
     pub(crate) anchor: &'static str,
     /// The negative control that runs it without a protection, if any.
     pub(crate) control: Option<Control>,

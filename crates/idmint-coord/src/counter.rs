@@ -1,5 +1,5 @@
-//! Persistent counters, and the DecimalId source built on them (seed 001,
-//! `upstream-behaviour.md` §3.2): a launch ID from one counter at every start, a generator ID
+//! Persistent counters, and the DecimalId source built on them (elfo's book,
+//! "ID generation"): a launch ID from one counter at every start, a generator ID
 //! from another at every start and whenever the DecimalId counter runs out. This module owns
 //! the [`CounterStore`] contract and [`DecimalIds`]; the ID arithmetic stays in
 //! `idmint_core::DecimalIdGenerator`.
@@ -88,7 +88,7 @@ pub struct DecimalIdOptions {
     pub max_counter: Option<u64>,
 }
 
-/// Starts DecimalId sources (seed 001). See [`DecimalIds::start`].
+/// Starts DecimalId sources (elfo's book). See [`DecimalIds::start`].
 #[derive(Debug)]
 pub enum DecimalIds {}
 
@@ -101,7 +101,7 @@ impl DecimalIds {
     /// from `generator_name` and goes on with counter 1. Since no generator ID is ever taken
     /// twice (the counters never wrap), no two sources ever share a (generator ID, counter)
     /// pair: IDs are unique across processes, restarts and crashes. They are monotonic per
-    /// generator ID (seed 001's *sharded monotonicity*), not across a switch. A crash wastes
+    /// generator ID (the book's *sharded monotonicity*), not across a switch. A crash wastes
     /// the rest of the generator ID in use; a start takes one launch ID and one generator ID.
     ///
     /// # Errors

@@ -4,7 +4,7 @@
 //! A server claims a generator ID for a namespace, reads the mark the last holder left, starts
 //! strictly above it, and before it issues IDs with time `t` it stores a mark `≥ t`. So two
 //! holders of one generator ID never issue the same time, even across crashes, restarts and
-//! clock steps (`reliability.md` §3, "window fence").
+//! clock steps (DESIGN.md, "How does fleet mode on etcd stay unique when leases lie?").
 //!
 //! Backends:
 //!
@@ -18,8 +18,8 @@
 //! Every backend passes the same conformance suite (`conformance`, feature `test-util`);
 //! `testing` (same feature) starts real services such as etcd for those tests.
 //!
-//! The other half is IDs produced by a store instead of a clock (seed 001's "IDs produced by
-//! DB"). A [`SegmentStore`] hands out disjoint, increasing ranges of `1..=2^63−1`, durably:
+//! The other half is IDs produced by a store instead of a clock ("IDs produced by DB" in
+//! elfo's book). A [`SegmentStore`] hands out disjoint, increasing ranges of `1..=2^63−1`, durably:
 //! [`FileStore`] (always), [`MemoryStore`] (tests), `PostgresStore` (feature `postgres`: one
 //! atomic `UPDATE … RETURNING` per range, rows that never go down, servers with `fsync` or
 //! `synchronous_commit` off refused) and `EtcdStore` (feature `etcd`: a compare-and-swap

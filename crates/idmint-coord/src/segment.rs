@@ -1,4 +1,4 @@
-//! Segments: IDs produced by a database (seed 001's "IDs produced by DB", Leaf-segment). A
+//! Segments: IDs produced by a database ("IDs produced by DB" in elfo's book, Leaf-segment). A
 //! [`SegmentStore`] hands out disjoint, increasing ranges of positive IDs, durably; a
 //! [`SegmentAllocator`] serves IDs from them in memory, fetching the next range in the
 //! background. This module owns the store contract and the allocator; it knows nothing of
@@ -14,7 +14,7 @@
 //! up by a range's length in one durable, atomic step and returns the range only after that
 //! step is durable; the mark never goes down. So every range lies above every range handed out
 //! before it, whichever process asked. A crash loses at most the ranges the allocator held
-//! (the current one and the one fetched ahead): gaps, never duplicates (`reliability.md` §1.6,
+//! (the current one and the one fetched ahead): gaps, never duplicates (RELIABILITY.md,
 //! F11, F12).
 //!
 //! # Example
@@ -48,7 +48,7 @@ pub use self::{
 use crate::Error;
 
 /// The largest ID a segment store hands out: `2^63 − 1` (`i64::MAX`), so that every ID fits a
-/// signed 64-bit column, as seed 001 recommends. The smallest is 1.
+/// signed 64-bit column, as elfo's book recommends. The smallest is 1.
 pub const MAX_SEGMENT_ID: u64 = i64::MAX as u64;
 
 /// A durable source of ID ranges, one sequence per namespace.

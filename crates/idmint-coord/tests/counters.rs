@@ -1,4 +1,4 @@
-//! Persistent counters and DecimalIds (seed 001) on every counter store: the memory and file
+//! Persistent counters and DecimalIds (elfo's book) on every counter store: the memory and file
 //! stores always, Postgres (feature `postgres`) and etcd (feature `etcd`) against real servers
 //! started by `idmint_coord::testing`, skipped when they are not installed unless `CI=true`.
 //! Each check counts the IDs it saw and asserts there is no duplicate.
@@ -76,7 +76,7 @@ async fn take(source: &DecimalIdIssuer, n: usize) -> Vec<u64> {
     ids
 }
 
-/// Seed 001's DecimalId on persistent counters: two starts get different launch IDs and
+/// elfo's DecimalId on persistent counters: two starts get different launch IDs and
 /// disjoint generator IDs; running out of the counter part takes a new generator ID and goes
 /// on; sources running at once never collide.
 async fn decimal_ids_never_repeat(counters: Arc<dyn CounterStore>) {

@@ -1,4 +1,4 @@
-//! Segments against real stores (`reliability.md` T15, T16, T17), files, Postgres and etcd:
+//! Segments against real stores (RELIABILITY.md, T15, T16, T17), files, Postgres and etcd:
 //! ten processes fetching ranges of one namespace, an allocator process killed with SIGKILL
 //! 100 times, Postgres refusing settings that lose commits, a Postgres crash under an
 //! allocator, the never-decrease triggers, and the allocator's double buffering and adaptive
@@ -545,7 +545,7 @@ async fn file_store_handles_in_one_process_never_share_a_range() {
 // ---------------------------------------------------------------------------------------------
 // Postgres.
 
-/// The same suite on etcd (issue 12: a fleet with only etcd serves `sequence` namespaces).
+/// The same suite on etcd (a fleet with only etcd serves `sequence` namespaces).
 #[cfg(feature = "etcd")]
 mod etcd {
     use idmint_coord::testing::{self, EtcdCluster};

@@ -120,7 +120,7 @@ impl BitField {
 /// A layout made of bit fields, most significant first, in a 63-bit or 64-bit integer.
 ///
 /// A 63-bit layout keeps bit 63 zero, so its IDs are positive `i64` values, the domain of
-/// seed 001 (1..=2^63−1). The built-in layouts are associated constants of their ID types
+/// elfo's book, "ID generation" (1..=2^63−1). The built-in layouts are associated constants of their ID types
 /// (for example [`Snowflake::LAYOUT`](crate::Snowflake::LAYOUT)); custom layouts come from a
 /// [`LayoutConfig`] through `TryFrom`.
 ///

@@ -1,4 +1,4 @@
-//! DecimalId (seed 001): `counter·10^10 + generator_id·10^5 + launch_id`, an ID that reads in
+//! DecimalId (elfo's book, "ID generation"): `counter·10^10 + generator_id·10^5 + launch_id`, an ID that reads in
 //! decimal, with no clock at all.
 
 use std::{
@@ -82,7 +82,7 @@ impl DecimalId {
     pub const NAME: &'static str = "decimal-id";
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
-    /// An example ID (seed 001's), for documentation and tests.
+    /// An example ID (the book's), for documentation and tests.
     pub const EXAMPLE: DecimalId = DecimalId(NonZeroU64::new(14_150_009_200_065).unwrap());
 
     /// Builds an ID from its fields.
@@ -188,7 +188,7 @@ u64_id!(DecimalId);
 /// A lock-free DecimalId generator for one (generator_id, launch_id) pair.
 ///
 /// It needs no clock: the counter counts up from 1 with one atomic add per call (or per batch).
-/// When it runs out it returns [`Error::CounterExhausted`]; seed 001's remedy is to take a new
+/// When it runs out it returns [`Error::CounterExhausted`]; the book's remedy is to take a new
 /// `generator_id` from the persistent counter and build a new generator.
 ///
 /// # Example

@@ -1,4 +1,4 @@
-//! HotGuid (seed 004): a time-first .NET `Guid` with a shard key, its text and byte forms, and
+//! HotGuid (the .NET HotGuid generator): a time-first .NET `Guid` with a shard key, its text and byte forms, and
 //! its lock-free sans-I/O generator.
 //!
 //! Nothing here reads a clock, the machine name or the process id: callers pass them in.

@@ -28,7 +28,7 @@ use crate::{
 /// | 21..=10 | `chunk_no`: a chunk of counters taken from a process-wide registry | 0..=4,095 | generator |
 /// | 9..=0 | `counter` within the chunk | 1..=1,023 as generated; 0 is read and written | generator |
 ///
-/// `raw = timestamp·2^38 + node_no·2^22 + chunk_no·2^10 + counter`. Seed 001's early draft
+/// `raw = timestamp·2^38 + node_no·2^22 + chunk_no·2^10 + counter`. The early draft of elfo's book (the "ID generation" chapter)
 /// wrote `node_no·2^18`; elfo's code, and this type, use 2^22.
 ///
 /// The timestamp wraps every 2^25 s ≈ 388 days: TraceIds are *periodically monotonic* and

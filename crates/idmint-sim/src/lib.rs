@@ -1,4 +1,4 @@
-//! `idmint-sim`: a deterministic simulation of idmint's fleet protocol (`reliability.md` T22).
+//! `idmint-sim`: a deterministic simulation of idmint's fleet protocol (RELIABILITY.md, T22).
 //!
 //! Real [`idmint_server::Server`]s, with their real generators, window task and claim-loss
 //! handling, run on simulated machines against [`SimEtcd`], a model of etcd's leases,

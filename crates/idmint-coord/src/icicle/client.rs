@@ -99,7 +99,7 @@ impl Default for IcicleOptions {
 /// icicle trusts each node's clock and its in-memory sequence. A node whose clock steps back,
 /// or whose data is lost (a restart without persistence, a failover to a replica that missed
 /// the last writes, a split brain in which two nodes carry one shard ID), can issue an ID that
-/// was issued before (`reliability.md` F13, T19). The etcd and file coordinators store a
+/// was issued before (RELIABILITY.md, T19). The etcd and file coordinators store a
 /// durable high-water mark before any ID is issued; icicle mode has none. Use it to share
 /// nodes with existing icicle clients, not where a repeated ID is unacceptable.
 ///

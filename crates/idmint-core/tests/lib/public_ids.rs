@@ -1,4 +1,4 @@
-//! Public IDs (reliability.md T25): for each domain (63 bits without 0, js53's 53, 64, 128),
+//! Public IDs (RELIABILITY.md, T25): for each domain (63 bits without 0, js53's 53, 64, 128),
 //! each method and with and without key-version bits, random and sequential IDs go through
 //! `obfuscate` then `reveal` and come back; every public ID is in the domain and none repeats.
 //! `IDMINT_PUBLIC_ID_ROUNDS` (default 3,000 per kind of input) and `IDMINT_PUBLIC_ID_LAYOUTS`

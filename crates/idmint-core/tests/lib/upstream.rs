@@ -1,4 +1,4 @@
-//! Upstream behaviour, from the upstream tests and `upstream-behaviour.md`: elfo's chunked
+//! Upstream behaviour, from the upstream projects' own tests and documentation: elfo's chunked
 //! TraceId generator and validator, LableOrg's generator (without its duplicates on a clock
 //! step back), go-flakeid's rate and ranges, DecimalId's counter exhaustion, and Sonyflake v2's
 //! settings.
