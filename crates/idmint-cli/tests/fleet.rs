@@ -459,6 +459,10 @@ mod on_etcd {
             "--claim-retry-ms".to_owned(),
             "100".to_owned(),
         ];
+        if window_ms > u64::from(ttl) * 1_000 {
+            // On purpose (the pause scenario): a holder that serves inside its old window.
+            args.push("--allow-long-window".to_owned());
+        }
         args.extend(strings(extra));
         args
     }
