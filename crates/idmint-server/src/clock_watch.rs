@@ -142,7 +142,7 @@ impl ClockStepMetrics {
         let name = "idmint_clock_step_seconds";
         let _ = writeln!(
             out,
-            "# HELP {name} Steps of the wall clock of at least clock_step_warn_ms seen by the clock watch (each also logged at WARN), by size in seconds, direction, and what they were measured against: monotonic (the wall clock moved, the monotonic clock did not: an NTP step) or sleep (both clocks moved together, as under libfaketime, or the process was stopped that long).\n# TYPE {name} histogram"
+            "# HELP {name} Steps of the wall clock of at least the configured threshold (1 s by default) seen by the clock watch (each also logged at WARN), by size in seconds, direction, and what they were measured against: monotonic (the wall clock moved, the monotonic clock did not: an NTP step) or sleep (both clocks moved together, as under libfaketime, or the process was stopped that long).\n# TYPE {name} histogram"
         );
         for (backward, direction) in [(false, "forward"), (true, "backward")] {
             for against in Against::ALL {
