@@ -419,6 +419,11 @@ impl Run {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
+        if window_ms > u64::from(ttl) * 1_000 {
+            // Some scenarios want a holder that still serves inside its window after its lease
+            // is gone (the fence's case); `idmint serve` refuses that unless told.
+            args.push("--allow-long-window".to_owned());
+        }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         self.with_control(args)
     }

@@ -130,6 +130,8 @@ pub(crate) const DEFAULT_ETCD_PREFIX: &str = "idmint/";
 /// what it says.
 pub(crate) const DEFAULT_LEASE_TTL: u32 = 10;
 const MIN_LEASE_TTL: u32 = 2;
+/// The lease TTL of LableOrg's pool keys, in seconds.
+const LABLE_ORG_LEASE_TTL: u32 = 5;
 
 /// The etcd settings after flags, environment and file are merged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +167,7 @@ impl EtcdSettings {
         };
         let ttl_secs = match scheme {
             Scheme::Native => self.lease_ttl,
-            Scheme::LableOrg { .. } => 5,
+            Scheme::LableOrg { .. } => LABLE_ORG_LEASE_TTL,
         };
         // The claim stops extending its window this long before its lease can expire: 1 s
         // (etcd's default election timeout), but at most a quarter of the TTL, so that a 2 s
@@ -178,6 +180,12 @@ impl EtcdSettings {
             scheme,
             ..EtcdOptions::default()
         }
+    }
+
+    /// The TTL of each claim's lease, in seconds: `lease_ttl`, except for the LableOrg scheme,
+    /// whose pool keys live on 5 s leases.
+    pub(crate) fn claim_ttl_secs(&self) -> u32 {
+        if self.lable_prefix.is_some() { LABLE_ORG_LEASE_TTL } else { self.lease_ttl }
     }
 
     /// Merges flags (and environment) over the file; `None` without endpoints. `lease_ttl` is

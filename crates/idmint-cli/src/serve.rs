@@ -191,6 +191,16 @@ pub(crate) struct Args {
     /// How far ahead of the clock the durable high-water mark is kept, in ms [default: 3000].
     #[arg(long, env = "IDMINT_WINDOW_MS", value_name = "MS")]
     window_ms: Option<u64>,
+    /// Start with a --window-ms longer than the lease TTL (--lease-ttl): then each takeover
+    /// of a generator ID may start further ahead of the clock than the last (DESIGN.md, "Why
+    /// must the window fit in the lease TTL?") [default: false, refused].
+    #[arg(long, env = "IDMINT_ALLOW_LONG_WINDOW")]
+    allow_long_window: bool,
+    /// Log a WARN line for every step of the wall clock of at least this many ms, in either
+    /// direction, and count it in idmint_clock_step_seconds; 0 turns the clock watch off
+    /// [default: 1000].
+    #[arg(long, env = "IDMINT_CLOCK_STEP_WARN_MS", value_name = "MS")]
+    clock_step_warn_ms: Option<u64>,
     /// The largest batch one request may ask for [default: 100000].
     #[arg(long, env = "IDMINT_MAX_BATCH", value_name = "N")]
     max_batch: Option<u64>,
@@ -394,6 +404,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(window_ms) = args.window_ms {
         config.window_ms = window_ms;
     }
+    if let Some(clock_step_warn_ms) = args.clock_step_warn_ms {
+        config.clock_step_warn_ms = clock_step_warn_ms;
+    }
+    if let Store::Etcd(etcd) = &store {
+        check_window_fits_lease(config.window_ms, etcd, args.allow_long_window)?;
+    }
     if let Some(max_batch) = args.max_batch {
         config.max_batch = max_batch;
     }
@@ -451,6 +467,39 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let controls = args.controls.apply(matches!(store, Store::Etcd(_)))?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
+}
+
+/// Refuses a window longer than the lease TTL of the claims, unless `allow` (then warns): a
+/// takeover starts above the last stored mark, up to a window ahead of the clock, and comes
+/// at least a lease TTL less one keep-alive period after the last extension, so with a longer
+/// window each takeover may start further ahead than the last (DESIGN.md, "Why must the window
+/// fit in the lease TTL?").
+fn check_window_fits_lease(window_ms: u64, etcd: &EtcdSettings, allow: bool) -> anyhow::Result<()> {
+    let ttl_secs = etcd.claim_ttl_secs();
+    let ttl_ms = u64::from(ttl_secs) * 1_000;
+    if window_ms <= ttl_ms {
+        return Ok(());
+    }
+    if allow {
+        tracing::warn!(
+            window_ms,
+            lease_ttl_s = ttl_secs,
+            "--allow-long-window: the window is longer than the lease TTL, so each takeover may \
+             start further ahead of the clock than the last"
+        );
+        return Ok(());
+    }
+    let longer_lease = match etcd.lable_prefix {
+        None => format!("--lease-ttl {} or more", window_ms.div_ceil(1_000)),
+        Some(_) => "(LableOrg's leases last 5 s)".to_owned(),
+    };
+    let or = if etcd.lable_prefix.is_none() { ", " } else { " " };
+    anyhow::bail!(
+        "--window-ms {window_ms} is longer than the {ttl_secs} s lease TTL, so each takeover of a \
+         generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why must \
+         the window fit in the lease TTL?\"); use --window-ms {ttl_ms} or less{or}{longer_lease}, \
+         or --allow-long-window"
+    )
 }
 
 /// The stores the configured namespaces need, opened (or connected) beside the coordinator.
@@ -776,6 +825,29 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The window fits the lease at equality and is refused 1 ms past it, unless allowed; the
+    /// LableOrg scheme's lease is 5 s whatever --lease-ttl says.
+    #[test]
+    fn a_window_longer_than_the_lease_is_refused_unless_allowed() {
+        let check = |window_ms: u64, lease_ttl: u32, lable: bool, allow: bool, refused: bool| {
+            let etcd = EtcdSettings {
+                endpoints: vec!["http://127.0.0.1:2379".into()],
+                prefix: "idmint/".into(),
+                lease_ttl,
+                lable_prefix: lable.then(|| "unique-id/".to_owned()),
+            };
+            let result = check_window_fits_lease(window_ms, &etcd, allow);
+            assert_eq!(result.is_err(), refused, "{window_ms} ms, ttl {lease_ttl} s: {result:?}");
+        };
+        check(2_000, 2, false, false, false);
+        check(2_001, 2, false, false, true);
+        check(10_000, 2, false, false, true);
+        check(10_000, 2, false, true, false);
+        check(3_000, 10, false, false, false);
+        check(5_000, 2, true, false, false);
+        check(5_001, 30, true, false, true);
+    }
 
     #[test]
     fn counters_live_in_postgres_then_etcd_then_the_file_store() {

@@ -1,7 +1,8 @@
 //! The deployment files in `deploy/`: the systemd unit passes `systemd-analyze verify` with no
 //! warning (a misspelled key is the negative control), every `IDMINT_*` variable the
 //! Dockerfile, the compose file and the Kubernetes example set is one `idmint serve` reads, and
-//! the container's settings (listen address and data directory from the environment) serve IDs.
+//! the container's settings (listen address and data directory from the environment) serve IDs,
+//! and the example Prometheus alert rules pass `promtool check rules` and their unit tests.
 //! Docker itself cannot run on these machines, so images are not built here.
 
 mod common;
@@ -110,4 +111,65 @@ fn the_containers_environment_serves_ids() {
     });
     assert!(ready, "not ready:\n{}", server.log_text());
     assert!(Path::new(&data_dir).join("identity.json").is_file(), "IDMINT_DATA_DIR was not used");
+}
+
+/// `promtool <args>` in `dir`: whether it passed, and what it said. `None` when promtool is not
+/// installed (outside CI; under `CI=true` that fails).
+fn promtool(dir: &Path, args: &[&str]) -> Option<(bool, String)> {
+    match Command::new("promtool").args(args).current_dir(dir).output() {
+        Ok(output) => Some((
+            output.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        )),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("promtool is required under CI=true (Debian's `prometheus`): {e}")
+        }
+        Err(e) => {
+            skipped(&e);
+            None
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn skipped(e: &std::io::Error) {
+    eprintln!("SKIPPED: promtool not found ({e}); install Debian's `prometheus` to run this test");
+}
+
+/// The example alert rules are valid (`promtool check rules`) and do what their unit tests say
+/// (`promtool test rules`: a clock step alerts, a lead of 60 s alerts after 5 minutes, a
+/// window's lead does not). Controls: a rule whose threshold no lead reaches fails the unit
+/// tests, and a misspelled function fails the check.
+#[test]
+fn the_alert_rules_pass_promtool_and_their_unit_tests() {
+    let rules = read("prometheus/idmint-alerts.yml");
+    let tests = read("prometheus/idmint-alerts.test.yml");
+    for name in ["idmint_ahead_of_wall_seconds", "idmint_clock_step_seconds_count"] {
+        assert!(rules.contains(name), "the rules do not use {name}");
+    }
+    let run = |rules: &str, args: &[&str]| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::write(dir.path().join("idmint-alerts.yml"), rules).expect("write rules");
+        std::fs::write(dir.path().join("idmint-alerts.test.yml"), &tests).expect("write tests");
+        promtool(dir.path(), args)
+    };
+    let check = ["check", "rules", "idmint-alerts.yml"];
+    let test = ["test", "rules", "idmint-alerts.test.yml"];
+    let Some((passed, said)) = run(&rules, &check) else { return };
+    assert!(passed && said.contains("SUCCESS: 3 rules found"), "promtool check rules:\n{said}");
+    let (passed, said) = run(&rules, &test).expect("promtool ran a moment ago");
+    assert!(passed && said.contains("SUCCESS"), "promtool test rules:\n{said}");
+
+    let blind = rules
+        .replace("(idmint_ahead_of_wall_seconds) > 10\n", "(idmint_ahead_of_wall_seconds) > 1e9\n");
+    assert_ne!(blind, rules, "the control did not change the rule");
+    let (passed, said) = run(&blind, &test).expect("promtool");
+    assert!(!passed && said.contains("IdmintIdsAheadOfWallClock"), "a blind rule passed:\n{said}");
+    let broken = rules.replace("increase(", "increas(");
+    let (passed, said) = run(&broken, &check).expect("promtool");
+    assert!(!passed && said.contains("increas"), "a misspelled function passed:\n{said}");
 }

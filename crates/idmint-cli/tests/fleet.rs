@@ -470,6 +470,10 @@ mod on_etcd {
             "--data-dir".to_owned(),
             etcd.data_dir(),
         ];
+        if window_ms > u64::from(ttl) * 1_000 {
+            // On purpose (the pause scenario): a holder that serves inside its old window.
+            args.push("--allow-long-window".to_owned());
+        }
         args.extend(strings(extra));
         args
     }

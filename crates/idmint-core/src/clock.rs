@@ -191,6 +191,32 @@ impl Anchor {
         self.last_ms.fetch_max(now, AcqRel).max(now)
     }
 
+    /// The logical time that [`now_ms`](Self::now_ms) would return for these readings, without
+    /// recording anything: for a gauge read at any moment, which must not move the clock.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Anchor;
+    ///
+    /// // Started 60 s ahead of the wall clock (above a stored mark).
+    /// let anchor = Anchor::new(1_060_000, 1_000_000, 0);
+    /// assert_eq!(anchor.peek_ms(1_000_500, 500), 1_060_500);
+    /// // Unlike `now_ms`, nothing was recorded.
+    /// assert_eq!(anchor.now_ms(1_000_100, 100), 1_060_100);
+    /// // A wall clock ahead of logical time is followed.
+    /// assert_eq!(anchor.peek_ms(2_000_000, 200), 2_000_000);
+    /// ```
+    pub fn peek_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
+        use std::sync::atomic::Ordering::Acquire;
+        #[cfg(feature = "test-no-clock-guard")]
+        if clock_guard_disabled() {
+            return wall_ms;
+        }
+        let offset = self.offset.load(Acquire).max(wall_ms.saturating_sub(mono_ms));
+        mono_ms.saturating_add(offset).max(self.last_ms.load(Acquire))
+    }
+
     /// How far the last logical time is ahead of the last wall reading, in ms (0 if behind).
     ///
     /// # Example

@@ -43,6 +43,11 @@ pub struct ServerConfig {
     /// Start anyway when a stored mark is further ahead than `max_ahead_ms`; IDs then carry
     /// times ahead of the clock. Default: false.
     pub allow_ahead: bool,
+    /// Log a WARN line for every step of the wall clock of at least this many ms, either way,
+    /// and count it in `idmint_clock_step_seconds`: a thread reads the wall and monotonic
+    /// clocks every 250 ms and compares their advance (DESIGN.md, "How are clock steps
+    /// seen?"). 0: no watch. Default: 1000.
+    pub clock_step_warn_ms: u64,
     /// The largest batch one request may ask for. Default: 100,000.
     pub max_batch: u64,
     /// The largest request body, in bytes. Default: 65,536.
@@ -113,6 +118,7 @@ impl Default for ServerConfig {
             window_ms: 3_000,
             max_ahead_ms: 86_400_000,
             allow_ahead: false,
+            clock_step_warn_ms: 1_000,
             max_batch: 100_000,
             max_body_bytes: 65_536,
             max_wait_ms: 1_000,

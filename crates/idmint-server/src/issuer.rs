@@ -65,8 +65,10 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
         self.generator_id().into_iter().collect()
     }
 
-    /// How far logical time runs ahead of the wall clock, in ms.
-    fn ahead_of_wall_ms(&self) -> u64 {
+    /// How far the IDs run ahead of the wall clock read now, in ms: the time in the newest ID
+    /// issued, or the logical time of the next one if later, minus the wall clock (0 if not
+    /// ahead); the largest over the generators. 0 for sources without a logical clock.
+    fn ahead_of_wall_ms(&self, _clocks: &Clocks) -> u64 {
         0
     }
 

@@ -18,6 +18,8 @@
 //!   hygiene of each connection (timeouts from accept, connection caps, shedding idle
 //!   connections), and the shutdown sequence.
 //! - `metrics`: atomic counters rendered in the Prometheus text format.
+//! - `clock_watch`: a thread that logs every step of the wall clock past
+//!   [`ServerConfig::clock_step_warn_ms`] and counts it in `idmint_clock_step_seconds`.
 //! - `error`: [`Error`], and the one place that maps errors to status codes.
 //!
 //! # Shutdown order
@@ -56,6 +58,7 @@
 //! ```
 
 mod clock;
+mod clock_watch;
 mod config;
 mod error;
 #[cfg(feature = "grpc")]
@@ -259,6 +262,9 @@ pub struct Server {
     namespaces: Vec<Arc<Namespace>>,
     backends: Backends,
     clocks: Arc<Clocks>,
+    /// Wall-clock steps seen by the clock watch (`clock_watch.rs`); the watch thread ends when
+    /// the server is dropped.
+    clock_steps: Arc<clock_watch::ClockStepMetrics>,
     http_metrics: HttpMetrics,
     #[cfg(feature = "grpc")]
     grpc_metrics: grpc::GrpcMetrics,
@@ -350,7 +356,8 @@ impl Server {
             config,
             namespaces,
             backends,
-            clocks: Arc::new(Clocks::new(wall)),
+            clocks: Arc::new(Clocks::new(Arc::clone(&wall))),
+            clock_steps: Arc::default(),
             http_metrics: HttpMetrics::default(),
             #[cfg(feature = "grpc")]
             grpc_metrics: grpc::GrpcMetrics::default(),
@@ -359,6 +366,9 @@ impl Server {
             stop_tasks: CancellationToken::new(),
             steps: Mutex::new(Vec::new()),
         });
+        if server.config.clock_step_warn_ms > 0 {
+            clock_watch::spawn(wall, server.config.clock_step_warn_ms, &server.clock_steps);
+        }
         for (i, ns) in server.namespaces.iter().enumerate() {
             if let Err(e) = ns.activate(&server.backends, &server.clocks, &server.config).await {
                 if server.config.wait_for_claim && namespace::claim_may_succeed_later(&e) {
@@ -434,8 +444,8 @@ impl Server {
     /// The current metrics, in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges(&self.clocks)).collect();
-        #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
         let mut out = metrics::render(&gauges, &self.http_metrics, self.is_ready());
+        self.clock_steps.render(&mut out);
         #[cfg(feature = "grpc")]
         self.grpc_metrics.render(&mut out);
         out

@@ -245,7 +245,7 @@ pub(crate) fn render(
         &mut out,
         "idmint_ahead_of_wall_seconds",
         "gauge",
-        "How far the generator's time is ahead of the wall clock, in seconds.",
+        "How far the namespace's IDs run ahead of this process's wall clock, in seconds, read at scrape time: the time in the newest ID issued (or the logical time of the next one, if later) minus the wall clock, the largest over its generators. While the wall clock is stepped forward it is 0 (IDs follow the wall clock); once the wall clock is stepped back it is the size of the step, for the life of the process (logical time never goes back); after a start or takeover above a stored mark, how far that mark was ahead.",
         &|n| n.ahead_of_wall_ms,
     );
     per_ns(

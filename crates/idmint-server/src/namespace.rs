@@ -176,7 +176,7 @@ impl Namespace {
             name: &self.name,
             ready: self.is_ready(clocks),
             generator_id: self.generator_id(),
-            ahead_of_wall_ms: self.issuer.ahead_of_wall_ms(),
+            ahead_of_wall_ms: self.issuer.ahead_of_wall_ms(clocks),
             metrics: &self.shared.metrics,
         }
     }

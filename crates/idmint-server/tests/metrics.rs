@@ -1,13 +1,15 @@
 //! `/metrics` of a live server as Prometheus' own linter sees it: `promtool check metrics`
 //! passes on a scrape after traffic (latency histograms, build info and process metrics
 //! included), and rejects a deliberately bad name (the control). Without promtool the test
-//! says SKIPPED, except under `CI=true`, where it fails.
+//! says SKIPPED, except under `CI=true`, where it fails. And the clock watch's histogram and
+//! the lead over the wall clock, with a wall clock stepped forward and back.
 
 mod common;
 
 use std::{
     io::Write,
     process::{Command, Stdio},
+    time::Duration,
 };
 
 use common::{TestServer, check::metric_f64, clock, http};
@@ -92,4 +94,41 @@ fn promtool_accepts_a_live_scrape_and_rejects_a_bad_name() {
     let (passed, said) = promtool(bad).expect("promtool ran a moment ago");
     show("promtool check metrics on the control", &said);
     assert!(!passed && said.contains("abbreviated units"), "promtool let a bad name pass: {said}");
+}
+
+/// The library's clock watch, in process: a wall clock stepped 60 s forward, then back, is
+/// counted once each way in `idmint_clock_step_seconds` (against the monotonic clock, which
+/// the step does not move); while it is ahead the IDs follow it and the lead reads 0, and once
+/// it is back the IDs keep their time and the lead reads the step.
+#[test]
+fn a_stepped_wall_clock_is_counted_each_way_and_the_lead_follows() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let wall = clock(0);
+    let server =
+        TestServer::on_dir(ServerConfig::default(), dir.path(), wall.clone()).expect("start");
+    let count = |direction: &str| {
+        let series = format!(
+            "idmint_clock_step_seconds_count{{direction=\"{direction}\",against=\"monotonic\"}}"
+        );
+        metric_f64(&server.metrics(), &series)
+    };
+    let ahead =
+        || metric_f64(&server.metrics(), r#"idmint_ahead_of_wall_seconds{namespace="default"}"#);
+    let _ = http::get(server.addr, "/v1/batch?count=10").ok();
+    assert_eq!((count("forward"), count("backward")), (0.0, 0.0));
+
+    wall.set_offset_ms(60_000);
+    common::check::wait_until("the forward step counted", Duration::from_secs(5), || {
+        count("forward") == 1.0
+    });
+    let _ = http::get(server.addr, "/v1/batch?count=10").ok();
+    assert!(ahead() < 1.0, "the IDs follow a clock stepped forward: {} s ahead", ahead());
+
+    wall.set_offset_ms(0);
+    common::check::wait_until("the backward step counted", Duration::from_secs(5), || {
+        count("backward") == 1.0
+    });
+    assert!(ahead() > 59.0, "the IDs keep their time: {} s ahead", ahead());
+    assert_eq!(count("forward"), 1.0, "one forward step, counted once");
+    server.stop().expect("ordered shutdown");
 }

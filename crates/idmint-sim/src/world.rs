@@ -185,6 +185,9 @@ impl World {
             wait_for_claim: true,
             claim_retry_ms: 500,
             max_wait_ms: 500,
+            // The clock watch is a thread on real time; simulated clocks run on tokio's paused
+            // time, which it cannot see.
+            clock_step_warn_ms: 0,
             ..ServerConfig::default()
         };
         loop {

@@ -61,6 +61,15 @@ impl Active {
                 <= self.mark_ms.load(Ordering::Acquire)
     }
 
+    /// How far this lane's IDs run ahead of the wall clock reading `wall_ms`: the time in the
+    /// newest ID issued, or the logical time the next one gets if that is later (read without
+    /// moving the clock), minus `wall_ms`. Read at scrape time, so that it is right whether or
+    /// not requests came since the wall clock moved.
+    fn ahead_of_wall_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
+        let newest = self.generator.last_ms().unwrap_or(0);
+        self.anchor.peek_ms(wall_ms, mono_ms).max(newest).saturating_sub(wall_ms)
+    }
+
     /// Logical time now: never backwards, following the monotonic clock. Counts backward
     /// steps of the wall clock on the way.
     fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics) -> u64 {
@@ -461,9 +470,10 @@ impl Issuer for GeneratorIssuer {
         GeneratorIssuer::generator_ids(self)
     }
 
-    fn ahead_of_wall_ms(&self) -> u64 {
+    fn ahead_of_wall_ms(&self, clocks: &Clocks) -> u64 {
+        let (wall, mono) = (clocks.wall_ms(), clocks.mono_ms());
         let ahead =
-            |lane: &Lane| lane.active.load().as_ref().map_or(0, |a| a.anchor.ahead_of_wall_ms());
+            |lane: &Lane| lane.active.load().as_ref().map_or(0, |a| a.ahead_of_wall_ms(wall, mono));
         self.lanes.iter().map(ahead).max().unwrap_or(0)
     }
 
