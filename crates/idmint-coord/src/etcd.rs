@@ -12,7 +12,7 @@
 mod cluster;
 mod lableorg;
 mod lease;
-mod members;
+pub(crate) mod members;
 
 pub use cluster::Adopted;
 
