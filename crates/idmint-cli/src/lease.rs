@@ -435,60 +435,63 @@ mod etcd_list {
     use std::{collections::BTreeMap, time::Duration};
 
     use anyhow::Context;
-    use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
+    use idmint_coord::{EtcdCoordinator, EtcdKey};
 
     use super::{Entry, LABLE_GENERATORS, Listing, parse_mark};
     use crate::config::EtcdSettings;
 
+    /// Connecting, and each read with its retries on other members, as servers do.
     const TIMEOUT: Duration = Duration::from_secs(5);
 
+    /// Reads through `EtcdCoordinator`, so that the listing goes to a healthy member (found in
+    /// the member list when one endpoint is given) and moves on when one fails, as a server's
+    /// requests do; it never claims or writes.
     pub(super) async fn list(
         etcd: &EtcdSettings,
         namespace: Option<&str>,
         now_ms: u64,
     ) -> anyhow::Result<Listing> {
         let endpoints = etcd.endpoints.join(",");
-        let options = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
-        let mut client =
-            tokio::time::timeout(TIMEOUT, Client::connect(&etcd.endpoints, Some(options)))
-                .await
-                .map_err(|_| {
-                    anyhow::anyhow!("cannot reach etcd at {endpoints}: no answer within 5 s")
-                })?
-                .with_context(|| format!("cannot reach etcd at {endpoints}"))?;
+        let options = idmint_coord::EtcdOptions {
+            request_timeout: TIMEOUT,
+            connect_timeout: TIMEOUT,
+            ..etcd.coordinator_options()
+        };
+        let client = EtcdCoordinator::connect(&etcd.endpoints, options)
+            .await
+            .with_context(|| format!("cannot reach etcd at {endpoints}"))?;
         match &etcd.lable_prefix {
-            None => native(&mut client, etcd, namespace, now_ms).await,
-            Some(prefix) => lable_org(&mut client, etcd, prefix, namespace, now_ms).await,
+            None => native(&client, etcd, namespace, now_ms).await,
+            Some(prefix) => lable_org(&client, etcd, prefix, namespace, now_ms).await,
         }
     }
 
-    async fn get_prefix(client: &mut Client, prefix: &str) -> anyhow::Result<Vec<KeyValue>> {
-        let response = client
-            .get(prefix, Some(GetOptions::new().with_prefix()))
+    async fn get_prefix(client: &EtcdCoordinator, prefix: &str) -> anyhow::Result<Vec<EtcdKey>> {
+        client
+            .read_prefix(prefix)
             .await
-            .with_context(|| format!("cannot read the keys under {prefix}"))?;
-        Ok(response.kvs().to_vec())
+            .with_context(|| format!("cannot read the keys under {prefix}"))
     }
 
     /// Fills in the lease of a claim key: its ID and time to live.
-    async fn lease(client: &mut Client, entry: &mut Entry, lease: i64) -> anyhow::Result<()> {
+    async fn lease(client: &EtcdCoordinator, entry: &mut Entry, lease: i64) -> anyhow::Result<()> {
         if lease == 0 {
             return Ok(());
         }
         entry.lease_id = Some(format!("{lease:x}"));
         let ttl = client
-            .lease_time_to_live(lease, None)
+            .lease_time_to_live(lease)
             .await
             .with_context(|| format!("cannot read lease {lease:x}"))?;
-        entry.lease_ttl_left_s = Some(ttl.ttl());
-        entry.lease_granted_ttl_s = Some(ttl.granted_ttl());
+        entry.lease_ttl_left_s = Some(ttl.left_s);
+        entry.lease_granted_ttl_s = Some(ttl.granted_s);
         Ok(())
     }
 
     /// `<prefix><namespace>/claim/<id>` (on the claim's lease; the holder) and
     /// `<prefix><namespace>/mark/<id>` (JSON).
     async fn native(
-        client: &mut Client,
+        client: &EtcdCoordinator,
         etcd: &EtcdSettings,
         namespace: Option<&str>,
         now_ms: u64,
@@ -500,7 +503,9 @@ mod etcd_list {
         let mut entries: BTreeMap<(String, u64), Entry> = BTreeMap::new();
         let mut leases = Vec::new();
         for kv in get_prefix(client, &root).await? {
-            let Some(rest) = kv.key().strip_prefix(etcd.prefix.as_bytes()) else { continue };
+            let Some(rest) = kv.key.as_slice().strip_prefix(etcd.prefix.as_bytes()) else {
+                continue;
+            };
             let rest = String::from_utf8_lossy(rest);
             let parts: Vec<&str> = rest.split('/').collect();
             let [ns, kind, id] = parts[..] else { continue };
@@ -517,9 +522,9 @@ mod etcd_list {
             });
             if kind == "claim" {
                 entry.claimed = Some(true);
-                entry.holder = Some(String::from_utf8_lossy(kv.value()).into_owned());
-                leases.push((key, kv.lease()));
-            } else if let Some(mark) = parse_mark(kv.value()) {
+                entry.holder = Some(String::from_utf8_lossy(&kv.value).into_owned());
+                leases.push((key, kv.lease));
+            } else if let Some(mark) = parse_mark(&kv.value) {
                 entry.mark_ms = Some(mark.mark_ms);
                 entry.layout = Some(mark.layout);
             }
@@ -541,7 +546,7 @@ mod etcd_list {
     /// LableOrg's pool under `prefix`: `pool/<cluster>:<generator>` (empty, on a lease),
     /// `idmint/holder/<pair>` and `idmint/mark/<pair>` (idmint's own), `cluster-id`.
     async fn lable_org(
-        client: &mut Client,
+        client: &EtcdCoordinator,
         etcd: &EtcdSettings,
         prefix: &str,
         namespace: Option<&str>,
@@ -565,10 +570,10 @@ mod etcd_list {
         let mut leases = Vec::new();
         let mut cluster_ids = None;
         for kv in get_prefix(client, &root).await? {
-            let Some(rest) = kv.key().strip_prefix(root.as_bytes()) else { continue };
+            let Some(rest) = kv.key.as_slice().strip_prefix(root.as_bytes()) else { continue };
             let rest = String::from_utf8_lossy(rest).into_owned();
             if rest == "cluster-id" {
-                cluster_ids = Some(String::from_utf8_lossy(kv.value()).into_owned());
+                cluster_ids = Some(String::from_utf8_lossy(&kv.value).into_owned());
                 continue;
             }
             let (kind, name) = if let Some(name) = rest.strip_prefix("pool/") {
@@ -592,11 +597,11 @@ mod etcd_list {
             match kind {
                 "pool" => {
                     entry.claimed = Some(true);
-                    leases.push(((cluster, generator), kv.lease()));
+                    leases.push(((cluster, generator), kv.lease));
                 }
-                "holder" => entry.holder = Some(String::from_utf8_lossy(kv.value()).into_owned()),
+                "holder" => entry.holder = Some(String::from_utf8_lossy(&kv.value).into_owned()),
                 _ => {
-                    if let Some(mark) = parse_mark(kv.value()) {
+                    if let Some(mark) = parse_mark(&kv.value) {
                         entry.mark_ms = Some(mark.mark_ms);
                         entry.layout = Some(mark.layout);
                     }

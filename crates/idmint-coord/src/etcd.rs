@@ -4,20 +4,21 @@
 //! This module owns the key layout, the claim and mark transactions and the mapping of etcd
 //! errors into [`Error`]; `lease` owns lease grants, keep-alives and the local deadline, and
 //! `lableorg` the claim procedure that interoperates with LableOrg's `uniqueid-etcd`, and
-//! `cluster` the restore guard (the cluster ID the marks were written on). Nothing
+//! `cluster` the restore guard (the cluster ID the marks were written on), and `members` the
+//! health-tracked clients, one per etcd member, that every request goes through. Nothing
 //! here trusts a lease for uniqueness: every mark write compares the claim key's create
 //! revision, so a holder whose lease lapsed cannot write.
 
 mod cluster;
 mod lableorg;
 mod lease;
+pub(crate) mod members;
 
 pub use cluster::Adopted;
 
 use std::{
     collections::{HashMap, HashSet},
     fmt,
-    future::Future,
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicBool, Ordering},
@@ -26,15 +27,17 @@ use std::{
 };
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
-    TxnResponse,
+    Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::{
     Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage,
-    etcd::lease::{Kept, Lease},
+    etcd::{
+        lease::{Kept, Lease},
+        members::{Members, Timing},
+    },
 };
 
 /// The backend name in errors, logs and [`Coordinator::name`].
@@ -139,8 +142,10 @@ pub struct EtcdOptions {
     /// TTL 2. Uniqueness does not depend on this value (the mark fence does); it only decides
     /// how early a holder stops extending its window.
     pub margin: Duration,
-    /// How long one etcd request may take. Default 5 s. Keep-alives are also cut off at the
-    /// claim's deadline.
+    /// How long one etcd request may take, all its attempts on the members together. Default
+    /// 5 s. A request moves to another member when an attempt fails or takes longer than 1/20
+    /// of this (between 50 ms and 1 s: 250 ms by default), each round over the members allowing
+    /// one such step more. Keep-alives are also cut off at the claim's deadline.
     pub request_timeout: Duration,
     /// How long connecting may take. Default 5 s.
     pub connect_timeout: Duration,
@@ -234,7 +239,8 @@ pub struct EtcdCoordinator {
 
 /// The state shared with the keep-alive tasks (which hold it weakly).
 struct Inner {
-    client: Client,
+    /// Every request goes through these: one client per etcd member, with its health.
+    members: Arc<Members>,
     options: EtcdOptions,
     /// Live claims by token.
     held: Mutex<HashMap<u64, Arc<Held>>>,
@@ -262,6 +268,54 @@ struct Held {
     mark: tokio::sync::Mutex<MarkSeen>,
     /// The claim's lease, its keep-alive task and its published state.
     kept: Arc<Kept>,
+}
+
+/// A key as [`EtcdCoordinator::read_prefix`] read it.
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::EtcdKey;
+///
+/// let kv = EtcdKey {
+///     key: b"idmint/orders/claim/3".to_vec(),
+///     value: b"host-a".to_vec(),
+///     lease: 0x694d,
+///     create_revision: 12,
+///     mod_revision: 12,
+/// };
+/// assert!(kv.key.ends_with(b"/3"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdKey {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Its value.
+    pub value: Vec<u8>,
+    /// The lease it is attached to, 0 for none.
+    pub lease: i64,
+    /// The revision that created it.
+    pub create_revision: i64,
+    /// The revision that last changed it.
+    pub mod_revision: i64,
+}
+
+/// A lease's time to live, as [`EtcdCoordinator::lease_time_to_live`] read it.
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::EtcdLeaseTtl;
+///
+/// let gone = EtcdLeaseTtl { left_s: -1, granted_s: 0 };
+/// assert!(gone.left_s < 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EtcdLeaseTtl {
+    /// Seconds left; −1 when the lease does not exist (any more).
+    pub left_s: i64,
+    /// The TTL the lease was granted, in seconds.
+    pub granted_s: i64,
 }
 
 /// A stored mark and the mod revision it was read or written at (0: no mark).
@@ -344,33 +398,57 @@ impl EtcdCoordinator {
         if endpoints.is_empty() {
             return Err(Error::InvalidRequest("no etcd endpoints given".into()));
         }
-        let connect = ConnectOptions::new()
-            .with_connect_timeout(options.connect_timeout)
-            // HTTP/2 pings notice a dead member even while a keep-alive stream is idle.
-            .with_keep_alive(Duration::from_secs(1), options.request_timeout)
-            // Fail fast on a member that lost its leader instead of hanging.
-            .with_require_leader(true);
-        let unavailable = |reason: String| Error::Unavailable {
-            backend: BACKEND,
-            reason: format!("cannot reach {}: {reason}", endpoints.join(",")),
-        };
-        let client = tokio::time::timeout(options.connect_timeout, async {
-            let mut client = Client::connect(endpoints, Some(connect)).await?;
-            client.status().await?;
-            Ok::<_, etcd_client::Error>(client)
-        })
-        .await
-        .map_err(|_| unavailable(format!("no answer within {:?}", options.connect_timeout)))?
-        .map_err(|e| unavailable(e.to_string()))?;
-        Ok(EtcdCoordinator {
+        let timing = Timing::new(options.request_timeout, options.connect_timeout);
+        let members = Members::connect(endpoints, timing).await?;
+        Ok(Self::with_members(members, options))
+    }
+
+    fn with_members(members: Arc<Members>, options: EtcdOptions) -> Self {
+        EtcdCoordinator {
             inner: Arc::new(Inner {
-                client,
+                members,
                 options,
                 held: Mutex::default(),
                 fence: AtomicBool::new(true),
                 restore_guard: AtomicBool::new(true),
             }),
-        })
+        }
+    }
+
+    /// **Tests only** (feature `test-etcd-round-robin`): a negative control that connects as
+    /// idmint did before it tracked etcd members: one `etcd_client::Client` balanced over all
+    /// `endpoints`, no member health, no member list, no failover, one attempt per request
+    /// under the whole [`request_timeout`](EtcdOptions::request_timeout). Uniqueness is not
+    /// affected (the fence is); it exists so that tests can show that a paused member stalls
+    /// this client past the server's window, and not the default one.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{EtcdCoordinator, EtcdOptions};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+    /// let old = EtcdCoordinator::connect_round_robin(&endpoints, EtcdOptions::default()).await?;
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[cfg(feature = "test-etcd-round-robin")]
+    pub async fn connect_round_robin(
+        endpoints: &[String],
+        options: EtcdOptions,
+    ) -> Result<Self, Error> {
+        options.check()?;
+        if endpoints.is_empty() {
+            return Err(Error::InvalidRequest("no etcd endpoints given".into()));
+        }
+        let timing = Timing::new(options.request_timeout, options.connect_timeout);
+        let members = members::Members::round_robin(endpoints, timing).await?;
+        Ok(Self::with_members(members, options))
     }
 
     /// The options in use.
@@ -430,6 +508,81 @@ impl EtcdCoordinator {
         cluster::adopt(&self.inner, floor_ms).await
     }
 
+    /// Reads every key under `prefix` (linearizably, through the same health-tracked members
+    /// as claims and marks), for tools that show what the fleet holds (`idmint lease list`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] when no member answers within the request timeout.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{EtcdCoordinator, EtcdOptions};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+    /// let coordinator = EtcdCoordinator::connect(&endpoints, EtcdOptions::default()).await?;
+    /// for kv in coordinator.read_prefix("idmint/orders/claim/").await? {
+    ///     println!("{} on lease {:x}", String::from_utf8_lossy(&kv.key), kv.lease);
+    /// }
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn read_prefix(&self, prefix: &str) -> Result<Vec<EtcdKey>, Error> {
+        let options = GetOptions::new().with_prefix();
+        let response = self
+            .inner
+            .members
+            .run(&format!("read the keys under {prefix}"), |mut c| {
+                let options = options.clone();
+                async move { c.get(prefix, Some(options)).await }
+            })
+            .await?;
+        Ok(response
+            .kvs()
+            .iter()
+            .map(|kv| EtcdKey {
+                key: kv.key().to_vec(),
+                value: kv.value().to_vec(),
+                lease: kv.lease(),
+                create_revision: kv.create_revision(),
+                mod_revision: kv.mod_revision(),
+            })
+            .collect())
+    }
+
+    /// The time to live of an etcd lease, as `etcdctl lease timetolive` shows it: the seconds
+    /// left (−1 when the lease no longer exists) and the TTL it was granted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] when no member answers within the request timeout.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{EtcdCoordinator, EtcdOptions};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+    /// let coordinator = EtcdCoordinator::connect(&endpoints, EtcdOptions::default()).await?;
+    /// let ttl = coordinator.lease_time_to_live(0x694d_7b5a_0d1c_2a07).await?;
+    /// println!("{} of {} s left", ttl.left_s, ttl.granted_s);
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn lease_time_to_live(&self, lease: i64) -> Result<EtcdLeaseTtl, Error> {
+        let response = self
+            .inner
+            .members
+            .run(&format!("read lease {lease:x}"), |mut c| async move {
+                c.lease_time_to_live(lease, None).await
+            })
+            .await?;
+        Ok(EtcdLeaseTtl { left_s: response.ttl(), granted_s: response.granted_ttl() })
+    }
+
     /// Test hook (feature `test-util`): the claim's keep-alive task stops as if its process
     /// were paused: it sends no keep-alives and publishes nothing, so the claim still reads
     /// [`ClaimState::Held`] with a stale deadline while its lease runs out. Returns whether
@@ -456,15 +609,6 @@ impl Inner {
 
     fn restore_guarded(&self) -> bool {
         self.restore_guard.load(Ordering::Relaxed)
-    }
-
-    /// Runs one etcd request under the request timeout, mapping its errors.
-    async fn call<T>(
-        &self,
-        what: &str,
-        request: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, Error> {
-        call(what, self.options.request_timeout, request).await
     }
 
     /// The live claim behind `claim`, or [`Error::ClaimLost`].
@@ -501,25 +645,32 @@ impl Inner {
             TxnOp::get(claim_key, None),
             TxnOp::get(mark_key, None),
         ];
-        let mut otherwise = vec![TxnOp::get(claim_key, None)];
+        // Both branches read the claim key and the mark: a repeat of this transaction (its
+        // first attempt got no answer) finds the key it created on its own lease, and that is
+        // the claim, with a mark only this claim can have written since.
+        let mut otherwise = vec![TxnOp::get(claim_key, None), TxnOp::get(mark_key, None)];
         if let Some((key, value)) = holder_key {
             then.push(TxnOp::put(key, value, leased()));
             otherwise.push(TxnOp::get(key, None));
         }
         let txn = Txn::new().when([absent]).and_then(then).or_else(otherwise);
-        let mut client = self.client.clone();
-        let response = self.call("claim transaction", client.txn(txn)).await?;
+        let response = self
+            .members
+            .run("claim transaction", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         let found = ranges(&response);
-        if response.succeeded() {
-            let mine = found.first().cloned().flatten();
-            let Some(mine) = mine.filter(|kv| kv.lease == lease.id) else {
-                return Err(unavailable(format!("claim key {claim_key} was not created")));
-            };
-            let mark = found.get(1).cloned().flatten();
+        let key = found.first().cloned().flatten();
+        let mark = found.get(1).cloned().flatten();
+        if let Some(mine) = key.as_ref().filter(|kv| kv.lease == lease.id) {
             return Ok(Created::Mine { epoch: mine.create_revision, mark });
         }
-        let key = found.first().cloned().flatten();
-        let described = found.get(1).cloned().flatten().map(|kv| kv.value);
+        if response.succeeded() {
+            return Err(unavailable(format!("claim key {claim_key} was not created")));
+        }
+        let described = found.get(2).cloned().flatten().map(|kv| kv.value);
         let holder = match (described, key) {
             (Some(value), _) if !value.is_empty() => String::from_utf8_lossy(&value).into_owned(),
             (_, Some(kv)) if !kv.value.is_empty() => {
@@ -591,9 +742,14 @@ impl Inner {
 
     /// The keys under `prefix`, without it (keys only).
     async fn list_keys(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        let mut client = self.client.clone();
         let options = GetOptions::new().with_prefix().with_keys_only();
-        let response = self.call("list keys", client.get(prefix, Some(options))).await?;
+        let response = self
+            .members
+            .run("list keys", |mut c| {
+                let options = options.clone();
+                async move { c.get(prefix, Some(options)).await }
+            })
+            .await?;
         Ok(response
             .kvs()
             .iter()
@@ -653,8 +809,15 @@ impl Inner {
                 TxnOp::get(held.claim_key.as_str(), None),
                 TxnOp::get(held.mark_key.as_str(), None),
             ]);
-        let mut client = self.client.clone();
-        let response = self.call("mark transaction", client.txn(txn)).await?;
+        // Repeated on another member when an attempt gets no answer: a repeat of one that
+        // landed fails the mark's revision compare and reads back the mark it wrote.
+        let response = self
+            .members
+            .run("mark transaction", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         let answered = response.header().map_or(0, |h| h.cluster_id());
         cluster::check_answer(self, held.cluster_id, answered)?;
         if response.succeeded() {
@@ -668,8 +831,10 @@ impl Inner {
             return Err(claim_lost(&held.namespace, held.generator_id));
         }
         // The claim is still mine, so only I can have written the mark: an earlier write whose
-        // answer was lost. Take it as the current mark.
+        // answer was lost (or the first attempt of this one). Take it as the current mark; if
+        // it is the mark being written, the write is done.
         let current = found.get(1).cloned().flatten();
+        let landed = current.as_ref().is_some_and(|kv| kv.value == value);
         *seen = match current {
             None => MarkSeen { mark_ms: None, mod_revision: 0 },
             Some(kv) => {
@@ -684,7 +849,7 @@ impl Inner {
                 MarkSeen { mark_ms: Some(mark.mark_ms), mod_revision: kv.mod_revision }
             }
         };
-        Ok(false)
+        Ok(landed)
     }
 }
 
@@ -695,11 +860,7 @@ impl Drop for EtcdCoordinator {
         let held: Vec<_> = self.inner.held().drain().map(|(_, held)| held).collect();
         for held in held {
             held.kept.end_here();
-            lease::revoke_in_background(
-                &self.inner.client,
-                &self.inner.options,
-                held.kept.lease.id,
-            );
+            lease::revoke_in_background(&self.inner.members, held.kept.lease.id);
         }
     }
 }
@@ -763,7 +924,7 @@ impl Coordinator for EtcdCoordinator {
                 Err(e @ Error::ClaimLost { .. }) => {
                     if inner.forget(claim.token()).is_some() {
                         let id = held.kept.lease.id;
-                        lease::revoke_in_background(&inner.client, &inner.options, id);
+                        lease::revoke_in_background(&inner.members, id);
                     }
                     return Err(e);
                 }
@@ -782,24 +943,15 @@ impl Coordinator for EtcdCoordinator {
         let Some(held) = inner.forget(claim.token()) else { return Ok(()) };
         // Wait for a mark write in flight, so that it cannot land after the release.
         drop(held.mark.lock().await);
-        let mut client = inner.client.clone();
-        match inner.call("revoke the lease", client.lease_revoke(held.kept.lease.id)).await {
+        let id = held.kept.lease.id;
+        match inner
+            .members
+            .run("revoke the lease", |mut c| async move { c.lease_revoke(id).await })
+            .await
+        {
             Err(Error::Unavailable { reason, .. }) if lease::is_not_found(&reason) => Ok(()),
             other => other.map(drop),
         }
-    }
-}
-
-/// Runs one etcd request under a timeout, mapping its errors into [`Error::Unavailable`].
-async fn call<T>(
-    what: &str,
-    timeout: Duration,
-    request: impl Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, Error> {
-    match tokio::time::timeout(timeout, request).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(unavailable(format!("{what} failed: {e}"))),
-        Err(_) => Err(unavailable(format!("{what} got no answer within {timeout:?}"))),
     }
 }
 

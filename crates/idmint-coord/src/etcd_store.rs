@@ -1,15 +1,18 @@
 //! [`EtcdStore`] (feature `etcd`): segments and persistent counters as etcd keys, each step a
 //! transaction that compares the key's mod revision (compare-and-swap, as Tinyid's version
 //! column), so that a fleet with only etcd serves `sequence` and `decimal-id` namespaces.
-//! Knows nothing of claims or marks.
+//! Knows nothing of claims or marks. Requests go through the same health-tracked members as
+//! the coordinator's (`etcd::members`): a step whose attempt got no answer is repeated on
+//! another member, and its compare makes the repeat safe.
 
-use std::{future::Future, ops::Range, time::Duration};
+use std::{ops::Range, sync::Arc, time::Duration};
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 
 use crate::{
     CounterStore, Error, SegmentStore,
     counter::check_counter_request,
+    etcd::members::{Members, Timing},
     segment::{check_range_request, counter_after, range_after},
 };
 
@@ -37,7 +40,8 @@ pub struct EtcdStoreOptions {
     /// Counters live at `<prefix>counters/<name>`, segments at `<prefix>segments/<namespace>`.
     /// Default `idmint/`, as `EtcdOptions`.
     pub prefix: String,
-    /// How long one etcd request may take. Default 5 s.
+    /// How long one etcd request may take, all its attempts on the members together. Default
+    /// 5 s; an attempt moves to another member after 1/20 of it, as in `EtcdOptions`.
     pub request_timeout: Duration,
     /// How long connecting may take. Default 5 s.
     pub connect_timeout: Duration,
@@ -81,7 +85,7 @@ impl Default for EtcdStoreOptions {
 /// ```
 #[derive(Clone)]
 pub struct EtcdStore {
-    client: Client,
+    members: Arc<Members>,
     options: EtcdStoreOptions,
 }
 
@@ -106,16 +110,9 @@ impl EtcdStore {
         if options.request_timeout.is_zero() || options.connect_timeout.is_zero() {
             return Err(Error::InvalidRequest("etcd timeouts must not be zero".into()));
         }
-        let connect = ConnectOptions::new()
-            .with_connect_timeout(options.connect_timeout)
-            .with_require_leader(true);
-        let client = call("connect", options.connect_timeout, async {
-            let mut client = Client::connect(endpoints, Some(connect)).await?;
-            client.status().await?;
-            Ok(client)
-        })
-        .await?;
-        Ok(EtcdStore { client, options })
+        let timing = Timing::new(options.request_timeout, options.connect_timeout);
+        let members = Members::connect(endpoints, timing).await?;
+        Ok(EtcdStore { members, options })
     }
 
     /// Moves the decimal value at `key` one step with `step` (the value after the current one,
@@ -136,8 +133,8 @@ impl EtcdStore {
                 // one of ten processes for 64 rounds in a row; waiting on a value read before
                 // the wait only makes it staler).
                 tokio::time::sleep(backoff(attempt - EAGER_ATTEMPTS)).await;
-                let mut client = self.client.clone();
-                let read = call(what, self.options.request_timeout, client.get(key, None)).await?;
+                let read =
+                    self.members.run(what, |mut c| async move { c.get(key, None).await }).await?;
                 (value, revision) = match read.kvs().first() {
                     Some(kv) => (parse(key, kv.value())?, kv.mod_revision()),
                     None => (0, 0),
@@ -148,8 +145,13 @@ impl EtcdStore {
                 .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
                 .and_then([TxnOp::put(key, next.to_string(), None)])
                 .or_else([TxnOp::get(key, None)]);
-            let mut client = self.client.clone();
-            let response = call(what, self.options.request_timeout, client.txn(txn)).await?;
+            let response = self
+                .members
+                .run(what, |mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
             if response.succeeded() {
                 return Ok(answer);
             }
@@ -214,18 +216,4 @@ fn parse(key: &str, bytes: &[u8]) -> Result<u64, Error> {
             reason: format!("not a decimal value: {:?}", String::from_utf8_lossy(bytes)),
         }
     })
-}
-
-/// Runs one etcd request under a timeout, mapping its errors into [`Error::Unavailable`].
-async fn call<T>(
-    what: &str,
-    timeout: Duration,
-    request: impl Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, Error> {
-    let unavailable = |reason: String| Error::Unavailable { backend: BACKEND, reason };
-    match tokio::time::timeout(timeout, request).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(unavailable(format!("{what} failed: {e}"))),
-        Err(_) => Err(unavailable(format!("{what} got no answer within {timeout:?}"))),
-    }
 }

@@ -75,7 +75,7 @@ use std::{fmt, time::Instant};
 use tokio::sync::watch;
 
 #[cfg(feature = "etcd")]
-pub use crate::etcd::{Adopted, EtcdCoordinator, EtcdOptions, Scheme};
+pub use crate::etcd::{Adopted, EtcdCoordinator, EtcdKey, EtcdLeaseTtl, EtcdOptions, Scheme};
 #[cfg(feature = "redis")]
 pub use crate::icicle::{IcicleClient, IcicleOptions};
 pub use crate::{

@@ -81,8 +81,7 @@ fn parse(key: &str, value: &[u8]) -> Result<Recorded, Error> {
 /// and the prefix.
 pub(super) async fn lineage(inner: &Inner) -> Result<Lineage, Error> {
     let key = key(&inner.options.prefix);
-    let mut client = inner.client.clone();
-    let response = inner.call("read the cluster key", client.get(key.as_str(), None)).await?;
+    let response = get(inner, "read the cluster key", &key, None).await?;
     let live = response.header().map_or(0, |h| h.cluster_id());
     let recorded = response.kvs().first().map(|kv| parse(&key, kv.value())).transpose()?;
     let cluster_id = recorded.map_or(live, |r| r.cluster_id);
@@ -98,8 +97,7 @@ pub(super) async fn lineage(inner: &Inner) -> Result<Lineage, Error> {
 /// Returns the live cluster ID.
 pub(super) async fn verify(inner: &Inner) -> Result<u64, Error> {
     let key = key(&inner.options.prefix);
-    let mut client = inner.client.clone();
-    let response = inner.call("read the cluster key", client.get(key.as_str(), None)).await?;
+    let response = get(inner, "read the cluster key", &key, None).await?;
     let live = response.header().map_or(0, |h| h.cluster_id());
     if !inner.restore_guarded() {
         return Ok(live);
@@ -111,7 +109,7 @@ pub(super) async fn verify(inner: &Inner) -> Result<u64, Error> {
                 .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
                 .and_then([TxnOp::put(key.as_str(), encode(live, None), None)])
                 .or_else([TxnOp::get(key.as_str(), None)]);
-            let response = inner.call("record the cluster", client.txn(txn)).await?;
+            let response = txn_call(inner, "record the cluster", txn).await?;
             match ranges(&response).first().cloned().flatten() {
                 Some(kv) if !response.succeeded() => parse(&key, &kv.value)?.cluster_id,
                 _ => live,
@@ -163,14 +161,12 @@ fn mark_keys(scheme: &Scheme, prefix: &str) -> Result<(String, IsMark), Error> {
 pub(super) async fn adopt(inner: &Inner, floor_ms: u64) -> Result<Adopted, Error> {
     let (prefix, is_mark) = mark_keys(&inner.options.scheme, &inner.options.prefix)?;
     let key = key(&inner.options.prefix);
-    let mut client = inner.client.clone();
-    let found = inner.call("read the cluster key", client.get(key.as_str(), None)).await?;
+    let found = get(inner, "read the cluster key", &key, None).await?;
     let live = found.header().map_or(0, |h| h.cluster_id());
     let recorded =
         found.kvs().first().map(|kv| parse(&key, kv.value())).transpose()?.map(|r| r.cluster_id);
-    let listing = inner
-        .call("list the marks", client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())))
-        .await?;
+    let listing =
+        get(inner, "list the marks", &prefix, Some(GetOptions::new().with_prefix())).await?;
     let (mut raised, mut kept) = (0, 0);
     for kv in listing.kvs() {
         let name = String::from_utf8_lossy(kv.key()).into_owned();
@@ -188,9 +184,13 @@ pub(super) async fn adopt(inner: &Inner, floor_ms: u64) -> Result<Adopted, Error
             )?;
         let txn = Txn::new()
             .when([Compare::mod_revision(name.as_str(), CompareOp::Equal, kv.mod_revision())])
-            .and_then([TxnOp::put(name.as_str(), value, None)]);
-        let response = inner.call("raise a mark", client.txn(txn)).await?;
-        if !response.succeeded() {
+            .and_then([TxnOp::put(name.as_str(), value.clone(), None)])
+            .or_else([TxnOp::get(name.as_str(), None)]);
+        let response = txn_call(inner, "raise a mark", txn).await?;
+        // A repeat of a raise that landed (its answer was lost) finds its own value.
+        let landed =
+            ranges(&response).first().cloned().flatten().is_some_and(|kv| kv.value == value);
+        if !response.succeeded() && !landed {
             return Err(Error::InvalidRequest(format!(
                 "the mark {name} changed while adopting the cluster: stop every server, then run it again"
             )));
@@ -202,14 +202,49 @@ pub(super) async fn adopt(inner: &Inner, floor_ms: u64) -> Result<Adopted, Error
         None => Compare::create_revision(key.as_str(), CompareOp::Equal, 0),
     };
     let adopted = encode(live, Some(floor_ms));
-    let txn = Txn::new().when([record]).and_then([TxnOp::put(key.as_str(), adopted, None)]);
-    let response = inner.call("record the cluster", client.txn(txn)).await?;
-    if !response.succeeded() {
+    let txn = Txn::new()
+        .when([record])
+        .and_then([TxnOp::put(key.as_str(), adopted.as_str(), None)])
+        .or_else([TxnOp::get(key.as_str(), None)]);
+    let response = txn_call(inner, "record the cluster", txn).await?;
+    let landed = ranges(&response)
+        .first()
+        .cloned()
+        .flatten()
+        .is_some_and(|kv| kv.value == adopted.as_bytes());
+    if !response.succeeded() && !landed {
         return Err(Error::InvalidRequest(format!(
             "{key} changed while adopting the cluster: run it again"
         )));
     }
     Ok(Adopted { recorded, live, raised, kept })
+}
+
+/// A read through the members.
+async fn get(
+    inner: &Inner,
+    what: &str,
+    key: &str,
+    options: Option<GetOptions>,
+) -> Result<etcd_client::GetResponse, Error> {
+    inner
+        .members
+        .run(what, |mut c| {
+            let options = options.clone();
+            async move { c.get(key, options).await }
+        })
+        .await
+}
+
+/// A transaction through the members (each of ours compares revisions, so a repeat is safe).
+async fn txn_call(inner: &Inner, what: &str, txn: Txn) -> Result<etcd_client::TxnResponse, Error> {
+    inner
+        .members
+        .run(what, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
 }
 
 #[cfg(test)]

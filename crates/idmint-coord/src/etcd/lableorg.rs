@@ -72,8 +72,13 @@ async fn cluster_ids(inner: &Inner, root: &str) -> Result<Vec<u64>, Error> {
         .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
         .and_then([etcd_client::TxnOp::put(key.as_str(), "0", None)])
         .or_else([etcd_client::TxnOp::get(key.as_str(), None)]);
-    let mut client = inner.client.clone();
-    let response = inner.call("read cluster ids", client.txn(txn)).await?;
+    let response = inner
+        .members
+        .run("read cluster ids", |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await?;
     if response.succeeded() {
         return Ok(vec![0]);
     }
@@ -102,13 +107,27 @@ async fn locked<T>(
     lease: &Lease,
     work: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
-    let mut client = inner.client.clone();
     let lock_name = format!("{root}{LOCK_NAME}");
-    let options = Some(LockOptions::new().with_lease(lease.id));
+    let options = LockOptions::new().with_lease(lease.id);
+    // Waiting for the lock is normal, so an attempt may take the whole lock timeout; a repeat
+    // (after a member failed) asks for the same key, named after the lease, again.
     let timeout = inner.options.lock_timeout;
-    let locked = super::call("lock", timeout, client.lock(lock_name.as_str(), options)).await?;
+    let locked = inner
+        .members
+        .run_within("lock", timeout, timeout, |mut c| {
+            let (name, options) = (lock_name.clone(), options.clone());
+            async move { c.lock(name, Some(options)).await }
+        })
+        .await?;
     let done = work.await;
-    let unlocked = inner.call("unlock", client.unlock(locked.key())).await;
+    let key = locked.key().to_vec();
+    let unlocked = inner
+        .members
+        .run("unlock", |mut c| {
+            let key = key.clone();
+            async move { c.unlock(key).await }
+        })
+        .await;
     let value = done?;
     unlocked?;
     Ok(value)

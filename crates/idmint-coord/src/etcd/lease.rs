@@ -1,6 +1,8 @@
 //! Leases of the etcd backend: granting, the keep-alive task that publishes each claim's local
 //! deadline, and revocation. The deadline is computed from the *send* time of the last
 //! acknowledged keep-alive (`reliability.md` §1.1, §3 rule 6), never from the receive time.
+//! Keep-alives go to a healthy member; a stream on a member that fails or does not answer
+//! within an attempt's deadline is dropped and opened again on another one at once.
 
 use std::{
     collections::BTreeSet,
@@ -12,11 +14,13 @@ use std::{
 };
 
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+
+use super::members::{Member, Members, is_member_fault};
 use tokio::sync::watch;
 
 use crate::{
     ClaimState, Error,
-    etcd::{EtcdOptions, Inner, call},
+    etcd::{EtcdOptions, Inner},
 };
 
 /// Claim tokens, unique in the process, so that a claim handed to the wrong coordinator is
@@ -87,16 +91,20 @@ pub(super) async fn start(
     });
     let times = LeaseTimes::new(&inner.options, lease.ttl);
     let owner = Arc::downgrade(inner);
-    let task = tokio::spawn(keep_alive(owner, inner.client.clone(), Arc::clone(&kept), times));
+    let members = Arc::clone(&inner.members);
+    let task = tokio::spawn(keep_alive(owner, members, Arc::clone(&kept), times));
     *kept.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
     Ok((kept, receiver))
 }
 
 /// Grants a lease of `ttl_secs`.
 async fn grant(inner: &Inner, ttl_secs: i64) -> Result<Lease, Error> {
-    let mut client = inner.client.clone();
     let sent = Instant::now();
-    let response = inner.call("lease grant", client.lease_grant(ttl_secs, None)).await?;
+    // A grant repeated after a lost answer may leave the first lease unused: it expires.
+    let response = inner
+        .members
+        .run("lease grant", |mut c| async move { c.lease_grant(ttl_secs, None).await })
+        .await?;
     if !response.error().is_empty() || response.ttl() <= 0 {
         return Err(Error::Unavailable {
             backend: super::BACKEND,
@@ -108,8 +116,8 @@ async fn grant(inner: &Inner, ttl_secs: i64) -> Result<Lease, Error> {
 
 /// Revokes a lease and waits for the answer; errors are ignored (the lease expires anyway).
 pub(super) async fn revoke(inner: &Inner, id: i64) {
-    let mut client = inner.client.clone();
-    let _ = inner.call("lease revoke", client.lease_revoke(id)).await;
+    let _ =
+        inner.members.run("lease revoke", |mut c| async move { c.lease_revoke(id).await }).await;
 }
 
 /// Whether an error reason says the lease no longer exists.
@@ -136,18 +144,17 @@ impl Drop for Revoking {
 
 /// Revokes a lease without waiting, where no `.await` is possible (`Drop`). Without a Tokio
 /// runtime nothing is done: the lease expires after its TTL.
-pub(super) fn revoke_in_background(client: &Client, options: &EtcdOptions, id: i64) {
+pub(super) fn revoke_in_background(members: &Arc<Members>, id: i64) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
     let sequence = NEXT_REVOCATION.fetch_add(1, Ordering::SeqCst);
     REVOKING.send_modify(|pending| {
         pending.insert(sequence);
     });
     let guard = Revoking(sequence);
-    let mut client = client.clone();
-    let timeout = options.request_timeout;
+    let members = Arc::clone(members);
     runtime.spawn(async move {
         let _guard = guard;
-        let _ = call("lease revoke", timeout, client.lease_revoke(id)).await;
+        let _ = members.run("lease revoke", |mut c| async move { c.lease_revoke(id).await }).await;
     });
 }
 
@@ -166,7 +173,8 @@ struct LeaseTimes {
     ttl: Duration,
     /// Between keep-alives: TTL/3.
     period: Duration,
-    /// Between attempts after a failed keep-alive.
+    /// Between attempts after a failed keep-alive (the first retry, on another member, goes
+    /// at once).
     retry: Duration,
     margin: Duration,
     request_timeout: Duration,
@@ -197,7 +205,7 @@ enum Renewed {
 type Stream = (LeaseKeeper, LeaseKeepAliveStream);
 
 async fn renew(
-    client: &mut Client,
+    mut client: Client,
     stream: &mut Option<Stream>,
     lease: &Lease,
 ) -> Result<Renewed, String> {
@@ -219,9 +227,7 @@ async fn renew(
                 *stream = Some(opened);
                 Ok(Renewed::Alive(lease.ttl))
             }
-            Err(etcd_client::Error::LeaseKeepAliveError(e)) if is_not_found(&e) => {
-                Ok(Renewed::Gone)
-            }
+            Err(e) if !is_member_fault(&e) && is_not_found(&e.to_string()) => Ok(Renewed::Gone),
             Err(e) => Err(e.to_string()),
         },
     }
@@ -229,17 +235,21 @@ async fn renew(
 
 /// Keeps one claim's lease alive until the claim ends, publishing its deadline.
 ///
-/// Every TTL/3 it sends a keep-alive; an acknowledged one moves the deadline to
-/// `send time + TTL − margin`. A failed one is retried every `retry` until the deadline. At
-/// the deadline, or when etcd says the lease is gone, the claim turns [`ClaimState::Lost`], is
-/// forgotten and its lease revoked. When every receiver of the claim's state is dropped (the
-/// claim was dropped without release), the lease is revoked. `release` and `Drop` abort the
-/// task.
-async fn keep_alive(owner: Weak<Inner>, mut client: Client, held: Arc<Kept>, times: LeaseTimes) {
+/// Every TTL/3 it sends a keep-alive on its stream, opened on a healthy member; an
+/// acknowledged one moves the deadline to `send time + TTL − margin`. A keep-alive that fails
+/// or gets no answer within an attempt's deadline (as [`Members::run`] gives, growing with
+/// each failure in a row) marks its member failed, drops the stream and is sent again at once
+/// on another member, then every `retry`, until the deadline. A stream whose member another
+/// request found failed is moved before its next keep-alive. At the deadline, or when etcd
+/// says the lease is gone, the claim turns [`ClaimState::Lost`], is forgotten and its lease
+/// revoked. When every receiver of the claim's state is dropped (the claim was dropped without
+/// release), the lease is revoked. `release` and `Drop` abort the task.
+async fn keep_alive(owner: Weak<Inner>, members: Arc<Members>, held: Arc<Kept>, times: LeaseTimes) {
     let (lease, token) = (held.lease, held.token);
     let mut until = deadline(lease.sent, times.ttl, times.margin);
     let mut next = lease.sent + times.period;
-    let mut stream: Option<Stream> = None;
+    let mut stream: Option<(Arc<Member>, Stream)> = None;
+    let mut failures = 0_u32;
     loop {
         let lapsed = tokio::select! {
             () = held.state.closed() => {
@@ -260,25 +270,52 @@ async fn keep_alive(owner: Weak<Inner>, mut client: Client, held: Arc<Kept>, tim
             end(&owner, token, lease.id);
             return;
         }
+        if stream.as_ref().is_some_and(|(member, _)| !member.is_healthy()) {
+            stream = None;
+        }
+        let (member, mut open) = match stream.take() {
+            Some((member, open)) => (member, Some(open)),
+            None => (members.pick(), None),
+        };
         let sent = Instant::now();
-        let budget = times.request_timeout.min(until.saturating_duration_since(sent));
-        match tokio::time::timeout(budget, renew(&mut client, &mut stream, &lease)).await {
+        let attempt = if members.fails_over() {
+            members.timing().attempt_in(failures)
+        } else {
+            times.request_timeout
+        };
+        let budget = attempt.min(until.saturating_duration_since(sent));
+        match tokio::time::timeout(budget, renew(member.client(), &mut open, &lease)).await {
             Ok(Ok(Renewed::Alive(ttl))) => {
                 until = deadline(sent, ttl, times.margin);
                 held.state.send_replace(ClaimState::Held { until: Some(until) });
                 next = sent + times.period;
+                failures = 0;
+                members.succeeded(&member);
+                stream = open.map(|open| (member, open));
             }
             Ok(Ok(Renewed::Gone)) => {
                 held.state.send_replace(ClaimState::Lost);
                 end(&owner, token, lease.id);
                 return;
             }
-            Ok(Err(_)) | Err(_) => {
-                stream = None;
-                next = Instant::now() + times.retry;
+            Ok(Err(reason)) => {
+                members.failed(&member, &format!("keep-alive failed: {reason}"));
+                next = Instant::now() + retry_after(&members, &times, failures);
+                failures = failures.saturating_add(1);
+            }
+            Err(_) => {
+                members.failed(&member, &format!("keep-alive got no answer within {budget:?}"));
+                next = Instant::now() + retry_after(&members, &times, failures);
+                failures = failures.saturating_add(1);
             }
         }
     }
+}
+
+/// When to send a keep-alive again after `failures` earlier ones failed in a row: at once on
+/// another member after the first failure, then every `retry`.
+fn retry_after(members: &Members, times: &LeaseTimes, failures: u32) -> Duration {
+    if members.fails_over() && failures == 0 { Duration::ZERO } else { times.retry }
 }
 
 /// Forgets a claim whose keep-alive ends by itself, and revokes its lease.
@@ -286,6 +323,6 @@ fn end(owner: &Weak<Inner>, token: u64, lease: i64) {
     if let Some(inner) = owner.upgrade()
         && inner.held().remove(&token).is_some()
     {
-        revoke_in_background(&inner.client, &inner.options, lease);
+        revoke_in_background(&inner.members, lease);
     }
 }
