@@ -1,4 +1,4 @@
-//! Fleet mode with real binaries (issue 4; reliability T2, T3, T6, T7, T11 and a negative
+//! Fleet mode with real binaries (RELIABILITY.md, T2, T3, T6, T7, T11 and a negative
 //! control): `idmint serve --etcd` processes against real etcd members
 //! (`idmint_coord::testing::EtcdCluster`), started ten at once, killed and restarted twenty
 //! times, paused past their lease while a spare takes over, restarted with the clock a minute

@@ -1,5 +1,5 @@
 //! The etcd backend (feature `etcd`): claims are keys attached to leases, marks are plain keys
-//! written by fenced transactions (`reliability.md` §3, the window-fence protocol).
+//! written by fenced transactions (DESIGN.md, "How does fleet mode on etcd stay unique when leases lie?").
 //!
 //! This module owns the key layout, the claim and mark transactions and the mapping of etcd
 //! errors into [`Error`]; `lease` owns lease grants, keep-alives and the local deadline, and
@@ -198,7 +198,7 @@ impl EtcdOptions {
     }
 }
 
-/// Claims and marks in etcd, for several servers (`reliability.md` §3).
+/// Claims and marks in etcd, for several servers (DESIGN.md, "How does fleet mode on etcd stay unique when leases lie?").
 ///
 /// - **Claim**: grant a lease (one per claim, so claims are lost independently), then one
 ///   transaction creates the claim key on it if it does not exist, and reads the mark in the

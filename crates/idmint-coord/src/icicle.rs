@@ -32,7 +32,7 @@ use crate::Error;
 /// sends it. The file ends with a newline, which the client drops when it reads the resource
 /// line by line and joins the lines with `\n`; these 2,769 bytes are the file without that
 /// newline, so their SHA1 is [`SCRIPT_SHA1`] (`594c06c1…`, the SHA1 reported for the joined
-/// lines in upstream-behaviour.md), the one `SCRIPT LOAD` returns and Java clients `EVALSHA`,
+/// lines in icicle's script), the one `SCRIPT LOAD` returns and Java clients `EVALSHA`,
 /// and both share the script on the same nodes. The file's own 2,770 bytes, with the newline,
 /// hash to `4accfeb94a7dbef408149b4af1ddd530b859f190` (git blob `ca5c18bc…`); idmint never
 /// sends that form.

@@ -464,7 +464,7 @@ async fn claims_survive_an_etcd_leader_kill() {
     assert!(cluster.member_pids().iter().all(Option::is_some));
     // A 2 s lease cannot ride out an election (≈ 1-2 s with etcd's defaults) with a 0.5 s
     // margin: its local deadline lapses first. 5 s can, which is why TTLs must exceed
-    // several election timeouts (reliability.md F5).
+    // several election timeouts (RELIABILITY.md, T7).
     let riding = EtcdOptions {
         lease_ttl_secs: 5,
         margin: Duration::from_secs(1),

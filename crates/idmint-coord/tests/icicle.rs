@@ -127,7 +127,7 @@ async fn the_script_is_icicles_byte_for_byte() {
     load_script(&mut con).await;
 }
 
-/// One row of upstream-behaviour.md §5's Lua table.
+/// One row of the table of icicle's Lua script's behaviour.
 struct LuaCase {
     name: &'static str,
     /// The sequence key before the call (`None`: a fresh node).

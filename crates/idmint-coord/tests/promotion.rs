@@ -1,4 +1,4 @@
-//! The Postgres post-promotion bump (`reliability.md` F11, T18) against real servers: a
+//! The Postgres post-promotion bump (RELIABILITY.md, T18) against real servers: a
 //! primary and a streaming standby (`pg_basebackup -R`) that lags, the primary killed, the
 //! standby promoted; the store must raise every row past what the lost primary handed out, once,
 //! before its first range. With feature `test-no-promotion-bump`, the negative control shows

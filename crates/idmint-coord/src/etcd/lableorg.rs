@@ -1,5 +1,5 @@
 //! The [`Scheme::LableOrg`](super::Scheme::LableOrg) claim procedure: LableOrg's
-//! `uniqueid-etcd` `ResourceClaim`, byte for byte (`upstream-behaviour.md` §2.5), with idmint's
+//! `uniqueid-etcd` `ResourceClaim`, byte for byte as LableOrg's `uniqueid-etcd` writes them, with idmint's
 //! own fenced mark on keys LableOrg never reads.
 //!
 //! It must not change anything LableOrg reads: `cluster-id`, the lock, and `pool/` keys with

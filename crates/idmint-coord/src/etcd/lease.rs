@@ -1,6 +1,6 @@
 //! Leases of the etcd backend: granting, the keep-alive task that publishes each claim's local
 //! deadline, and revocation. The deadline is computed from the *send* time of the last
-//! acknowledged keep-alive (`reliability.md` §1.1, §3 rule 6), never from the receive time.
+//! acknowledged keep-alive (DESIGN.md, "How does fleet mode on etcd stay unique when leases lie?"), never from the receive time.
 //! Keep-alives go to a healthy member; a stream on a member that fails or does not answer
 //! within an attempt's deadline is dropped and opened again on another one at once.
 

@@ -25,7 +25,7 @@ const MAX_STEP: u64 = 1 << 40;
 /// How a [`SegmentAllocator`] sizes ranges and when it fetches the next one. Build it with
 /// struct-update syntax from [`SegmentOptions::default`].
 ///
-/// **Step rule** (Leaf-segment's, `peers.md`): the first range has `initial_step` IDs. Each
+/// **Step rule** (Meituan's Leaf-segment's): the first range has `initial_step` IDs. Each
 /// later fetch looks at how long it has been since the previous fetch, which with double
 /// buffering is about how long one range lasted:
 ///
