@@ -80,14 +80,15 @@ use idmint_coord::{Coordinator, CounterStore, SegmentStore};
 use idmint_proto::NamespaceInfo;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-pub use crate::listener::{bind, serve};
+pub use crate::listener::{DEFAULT_LISTEN_BACKLOG, bind, bind_with_backlog, serve};
 #[cfg(feature = "grpc")]
 pub use crate::listener::{serve_all, serve_grpc};
 use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
     clock::{OffsetClock, WallClock},
     config::{
-        FieldSetting, NamespaceConfig, PublicIdsSettings, SegmentSettings, ServerConfig, Source,
+        DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig, PublicIdsSettings,
+        SegmentSettings, ServerConfig, Source,
     },
     error::Error,
     namespace::load_public_id_keys,
