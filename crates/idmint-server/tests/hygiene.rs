@@ -451,6 +451,145 @@ mod grpc {
         }
     }
 
+    /// A call to `method` with these request messages and metadata, through tonic's client
+    /// (which sends whatever it is given): the first response message, or the status.
+    async fn call_with(
+        addr: SocketAddr,
+        method: &'static str,
+        messages: Vec<Vec<u8>>,
+        metadata: &[(&'static str, &'static str)],
+    ) -> Result<Vec<u8>, Status> {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("url")
+            .connect()
+            .await
+            .expect("connect");
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.expect("ready");
+        let mut request = Request::new(tokio_stream::iter(messages));
+        for (name, value) in metadata {
+            request
+                .metadata_mut()
+                .insert(*name, tonic::metadata::MetadataValue::from_static(value));
+        }
+        let path = PathAndQuery::from_static(method);
+        let mut stream = grpc.streaming(request, path, Raw).await?.into_inner();
+        stream.message().await?.ok_or_else(|| Status::unknown("no message"))
+    }
+
+    /// What tonic would take is refused with idmint's errors, counted: a `grpc-encoding`
+    /// the server does not decode (UNIMPLEMENTED, `unsupported_media_type`), a second
+    /// message on `Next` (INVALID_ARGUMENT, `bad_request`), and a `content-type` that is not
+    /// gRPC's (HTTP 415, trailers only: no message). Each beside its control, answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_tonic_would_take_is_refused() {
+        let server = Server::start(
+            ServerConfig::default(),
+            Arc::new(MemoryCoordinator::new()),
+            Arc::new(SystemClock),
+        )
+        .await
+        .expect("start");
+        let listener = idmint_server::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(idmint_server::serve_grpc(
+            Arc::clone(&server),
+            listener,
+            shutdown.clone(),
+        ));
+        const NEXT: &str = "/idmint.v1.IdMint/Next";
+        type Row = (
+            &'static str,
+            Vec<Vec<u8>>,
+            &'static [(&'static str, &'static str)],
+            Option<(Code, &'static str)>,
+        );
+        let rows: [Row; 6] = [
+            ("one message", vec![vec![]], &[], None),
+            ("identity encoding", vec![vec![]], &[("grpc-encoding", "identity")], None),
+            (
+                "gzip encoding",
+                vec![vec![]],
+                &[("grpc-encoding", "gzip")],
+                Some((Code::Unimplemented, "unsupported_media_type")),
+            ),
+            (
+                "unknown encoding",
+                vec![vec![]],
+                &[("grpc-encoding", "zstd-9000")],
+                Some((Code::Unimplemented, "unsupported_media_type")),
+            ),
+            (
+                "two messages",
+                vec![vec![], vec![]],
+                &[],
+                Some((Code::InvalidArgument, "bad_request")),
+            ),
+            (
+                "a second message after a whole one",
+                vec![vec![0x12, 0x03, b'h', b'e', b'x'], vec![0x12, 0x03, b'h', b'e', b'x']],
+                &[],
+                Some((Code::InvalidArgument, "bad_request")),
+            ),
+        ];
+        for (what, messages, metadata, want) in rows {
+            let answer = call_with(addr, NEXT, messages, metadata).await;
+            match want {
+                None => assert!(answer.is_ok_and(|m| !m.is_empty()), "{what}: not answered"),
+                Some((code, error)) => {
+                    let status = answer.expect_err(what);
+                    assert_eq!(status.code(), code, "{what}: {status:?}");
+                    assert_eq!(
+                        status.metadata().get("idmint-error").and_then(|v| v.to_str().ok()),
+                        Some(error),
+                        "{what}: {status:?}"
+                    );
+                }
+            }
+        }
+        let metrics = server.render_metrics();
+        assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"UNIMPLEMENTED\"}"), 2);
+        assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"INVALID_ARGUMENT\"}"), 2);
+
+        // A content-type that is not gRPC's: trailers only, no message; the control is
+        // answered with a message.
+        let frames = tokio::task::spawn_blocking(move || {
+            [("text/plain", 1), ("application/grpc", 3)].map(|(content_type, stream)| {
+                let mut conn = crate::common::h2::Conn::open(addr).expect("connect");
+                let call = crate::common::h2::call(stream, NEXT, content_type, &[&[]]);
+                conn.send(&call).expect("send");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                let mut frames = Vec::new();
+                while let Ok(Some(frame)) = conn.read(deadline) {
+                    let done =
+                        frame.stream == stream && frame.flags & crate::common::h2::END_STREAM != 0;
+                    frames.push(frame);
+                    if done {
+                        break;
+                    }
+                }
+                frames.into_iter().filter(|f| f.stream == stream).collect::<Vec<_>>()
+            })
+        })
+        .await
+        .expect("join");
+        let kinds =
+            |frames: &[crate::common::h2::Frame]| frames.iter().map(|f| f.kind).collect::<Vec<_>>();
+        use crate::common::h2::{DATA, HEADERS};
+        assert_eq!(kinds(&frames[0]), [HEADERS], "text/plain: {:?}", frames[0]);
+        assert_eq!(
+            kinds(&frames[1]),
+            [HEADERS, DATA, HEADERS],
+            "application/grpc: {:?}",
+            frames[1]
+        );
+        let metrics = server.render_metrics();
+        assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"UNIMPLEMENTED\"}"), 3);
+        shutdown.cancel();
+        task.await.expect("join").expect("serve");
+    }
+
     #[tokio::test]
     async fn malformed_messages_are_invalid_argument_and_counted() {
         let server = Server::start(
@@ -588,11 +727,27 @@ mod grpc_port {
                 Some(conn)
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        accepted(server, 300);
         let open =
             conns.iter_mut().map(|c| is_closed(&mut c.stream)).filter(|closed| !closed).count();
         super::note(&format!("300 busy gRPC connections: {open} open"));
         open <= 100
+    }
+
+    /// Waits until the accept loop has taken `n` connections from the listen backlog: each
+    /// is open, was refused, or was closed by the server.
+    fn accepted(server: &TestServer, n: u64) {
+        common::check::wait_until("the connections accepted", Duration::from_secs(5), || {
+            let metrics = server.server.render_metrics();
+            let series = metrics.lines().filter(|line| {
+                line.starts_with("idmint_http_connections_open ")
+                    || line.starts_with("idmint_http_connections_refused_total{")
+                    || line.starts_with("idmint_http_connections_closed_total{")
+            });
+            let total: u64 =
+                series.filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok()).sum();
+            total >= n
+        });
     }
 
     /// Three HTTP connections from 127.0.0.1 with a body arriving: is a gRPC connection
@@ -701,13 +856,19 @@ mod grpc_port {
     /// 300 calls in flight from 127.0.0.1 against `max_connections` 300 (a stand-in for the
     /// file descriptors of a server): does a client from 127.0.0.2 still get an ID?
     fn another_address_is_served(server: &TestServer) -> bool {
-        let _held: Vec<h2::Conn> = (0..300)
+        let mut held: Vec<h2::Conn> = (0..300)
             .filter_map(|_| {
                 let mut conn = h2::Conn::open(grpc_addr(server)).ok()?;
                 conn.send(&h2::stalled_next(1)).ok()?;
                 Some(conn)
             })
             .collect();
+        accepted(server, 300);
+        // Each held connection's call has reached the server (its PING is answered after
+        // its HEADERS), and the call's task has had time to start: none of them is idle.
+        for conn in &mut held {
+            let _ = conn.sync(Duration::from_secs(2));
+        }
         std::thread::sleep(Duration::from_millis(200));
         let addr = grpc_addr(server);
         let stream = server.runtime().block_on(async move {
