@@ -843,9 +843,13 @@ mod tests {
         check(|c| c.first_byte_timeout_ms = c.header_timeout_ms + 1, false);
         check(|c| c.first_byte_timeout_ms = c.header_timeout_ms, true);
         check(|c| c.max_connections = 0, false);
-        check(|c| c.max_connections_per_ip = Some(0), false);
-        check(|c| c.max_connections_per_ip = Some(c.max_connections + 1), false);
+        // 0 is no cap, as is None; a cap above the total never binds.
+        check(|c| c.max_connections_per_ip = Some(0), true);
+        check(|c| c.max_connections_per_ip = None, true);
+        check(|c| c.max_connections_per_ip = Some(c.max_connections + 1), true);
         check(|c| c.max_connections_per_ip = Some(1), true);
+        check(|c| c.listen_backlog = 0, false);
+        check(|c| c.listen_backlog = 1, true);
         check(|c| c.http2_max_concurrent_streams = 0, false);
         check(|c| c.http2_max_pending_resets = 0, false);
         check(|c| c.http2_keepalive_timeout_ms = 0, false);

@@ -15,7 +15,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering::Relaxed},
     },
-    task::{Context, Poll, ready},
+    task::{Context, Poll},
     time::Duration,
 };
 
@@ -194,7 +194,8 @@ impl crate::listener::Port {
 /// It also refuses what tonic would take: a `content-type` that is not gRPC's (HTTP 415, so
 /// that no HTTP client reads the answer as a success), a `grpc-encoding` other than
 /// `identity` (UNIMPLEMENTED, with `grpc-accept-encoding: identity`), and a second message
-/// on a call whose request is one message (every method served here; tonic would drop it).
+/// on a call whose request is one message (every method served here; tonic would drop it):
+/// it reads the request message itself ([`one_message`]) before it calls tonic.
 #[derive(Debug, Clone)]
 struct Strict<S> {
     inner: S,
@@ -216,7 +217,10 @@ where
             GrpcRequest,
             Response = GrpcResponse,
             Error = std::convert::Infallible,
-        > + tonic::server::NamedService,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
 {
     type Response = GrpcResponse;
@@ -233,25 +237,86 @@ where
         let method = request.uri().path().rsplit('/').next().unwrap_or("");
         let method = METHODS.iter().find(|known| **known == method).copied().unwrap_or("other");
         let server = Arc::clone(&self.server);
+        let limit = self.limit;
         if let Some(refused) = refuse(request.headers()) {
             server.grpc_metrics().record(tonic::Code::from_i32(refused.grpc_code()));
             server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
             return Box::pin(std::future::ready(Ok(refused_response(refused))));
         }
-        let request = request.map(|body| {
-            tonic::body::Body::new(OneMessage {
-                body,
-                server: Arc::clone(&server),
-                state: Framing::Start,
-            })
-        });
-        let answer = self.inner.call(request);
-        let limit = self.limit;
+        // The ready service goes with this call; the clone waits for the next one.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
-            let Ok(response) = answer.await;
+            let (parts, body) = request.into_parts();
+            let response = match one_message(body, limit).await {
+                Ok(message) => {
+                    let body = tonic::body::Body::new(Whole(Some(message)));
+                    let Ok(response) = inner.call(GrpcRequest::from_parts(parts, body)).await;
+                    strict_response(response, &server, limit)
+                }
+                Err(e) => {
+                    let status = Status::from(e);
+                    server.grpc_metrics().record(status.code());
+                    status.into_http()
+                }
+            };
             server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
-            Ok(strict_response(response, &server, limit))
+            Ok(response)
         })
+    }
+}
+
+/// The request body of a call whose request is one message (every method served here),
+/// read to its end before tonic sees it: tonic would drop a second message, and a call whose
+/// message has not arrived holds only this future (no decoder, no handler) until it does or
+/// the connection's `body_timeout_ms` passes. A byte after the first message is
+/// INVALID_ARGUMENT, a message declared over `limit` is RESOURCE_EXHAUSTED at once; a body
+/// with no message, or a truncated one, goes to tonic, which refuses it.
+async fn one_message(
+    mut body: tonic::body::Body,
+    limit: usize,
+) -> Result<hyper::body::Bytes, Error> {
+    use hyper::body::Body as _;
+    let mut framing = Framing::Start;
+    let mut message = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|status| {
+            Error::BadRequest(format!("the request body failed: {}", status.message()))
+        })?;
+        let Some(data) = frame.data_ref() else { continue };
+        if !framing.advance(data) {
+            return Err(Error::BadRequest(
+                "a second request message on a call that takes one".into(),
+            ));
+        }
+        if framing.declared().is_some_and(|length| length as usize > limit) {
+            return Err(Error::PayloadTooLarge { limit });
+        }
+        message.extend_from_slice(data);
+    }
+    Ok(message.into())
+}
+
+/// A request body that is all there: the one message, read by [`one_message`].
+struct Whole(Option<hyper::body::Bytes>);
+
+impl hyper::body::Body for Whole {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<hyper::body::Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.take().map(|data| Ok(hyper::body::Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.0.as_ref().map_or(0, |data| data.len() as u64))
     }
 }
 
@@ -304,78 +369,51 @@ enum Framing {
     Start,
     /// In the length of the first message's prefix: `seen` of its 4 bytes, `length` so far.
     Length { seen: u8, length: u32 },
-    /// Inside the first message: this many bytes still to come.
-    Message(u32),
-    /// The first message is complete: any further byte starts a second one.
-    Done,
+    /// Inside the first message (of `length` bytes): `left` bytes still to come.
+    Message { length: u32, left: u32 },
+    /// The first message (of `length` bytes) is complete: any further byte starts another.
+    Done { length: u32 },
 }
 
-/// The request body of a call whose request is one message: a byte after the first message
-/// ends the body with INVALID_ARGUMENT (`bad_request`), which tonic answers with.
-struct OneMessage {
-    body: tonic::body::Body,
-    server: Arc<Server>,
-    state: Framing,
-}
-
-impl OneMessage {
+impl Framing {
     /// Follows the framing over `bytes`; false when they begin a second message.
     fn advance(&mut self, mut bytes: &[u8]) -> bool {
-        while !bytes.is_empty() {
-            self.state = match self.state {
+        while let Some((&first, rest)) = bytes.split_first() {
+            *self = match *self {
                 Framing::Start => {
-                    bytes = &bytes[1..];
+                    bytes = rest;
                     Framing::Length { seen: 0, length: 0 }
                 }
-                Framing::Done => return false,
+                Framing::Done { .. } => return false,
                 Framing::Length { seen, length } => {
-                    let length = (length << 8) | u32::from(bytes[0]);
-                    bytes = &bytes[1..];
-                    if seen == 3 {
-                        if length == 0 { Framing::Done } else { Framing::Message(length) }
-                    } else {
-                        Framing::Length { seen: seen + 1, length }
+                    bytes = rest;
+                    let length = (length << 8) | u32::from(first);
+                    match seen {
+                        3 if length == 0 => Framing::Done { length },
+                        3 => Framing::Message { length, left: length },
+                        _ => Framing::Length { seen: seen + 1, length },
                     }
                 }
-                Framing::Message(left) => {
+                Framing::Message { length, left } => {
                     let take = u32::try_from(bytes.len()).unwrap_or(u32::MAX).min(left);
                     bytes = &bytes[take as usize..];
-                    if take == left { Framing::Done } else { Framing::Message(left - take) }
+                    if take == left {
+                        Framing::Done { length }
+                    } else {
+                        Framing::Message { length, left: left - take }
+                    }
                 }
             };
         }
         true
     }
-}
 
-impl hyper::body::Body for OneMessage {
-    type Data = hyper::body::Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<hyper::body::Bytes>, Status>>> {
-        let frame = ready!(Pin::new(&mut self.body).poll_frame(cx));
-        if let Some(Ok(frame)) = &frame
-            && let Some(data) = frame.data_ref()
-            && !self.advance(data)
-        {
-            let status = Status::from(Error::BadRequest(
-                "a second request message on a call that takes one".into(),
-            ));
-            self.server.grpc_metrics().record(status.code());
-            return Poll::Ready(Some(Err(status)));
+    /// The length the first message's prefix declares, once it is complete.
+    fn declared(self) -> Option<u32> {
+        match self {
+            Framing::Message { length, .. } | Framing::Done { length } => Some(length),
+            Framing::Start | Framing::Length { .. } => None,
         }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
     }
 }
 
@@ -747,5 +785,31 @@ impl Health for HealthService {
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One message is accepted however its bytes are split; a byte after it is a second
+    /// message; the declared length is known once the 5-byte prefix is.
+    #[test]
+    fn framing_finds_a_second_message_wherever_the_chunks_split() {
+        let check = |chunks: &[&[u8]], whole: bool, declared: Option<u32>| {
+            let mut framing = Framing::Start;
+            let accepted = chunks.iter().all(|chunk| framing.advance(chunk));
+            assert_eq!((accepted, framing.declared()), (whole, declared), "{chunks:?}");
+        };
+        check(&[], true, None);
+        check(&[&[0, 0, 0]], true, None);
+        check(&[&[0, 0, 0, 0, 3]], true, Some(3));
+        check(&[&[0, 0, 0, 0, 3, 1, 2, 3]], true, Some(3));
+        check(&[&[0, 0], &[0, 0, 3, 1], &[2], &[3]], true, Some(3));
+        check(&[&[0, 0, 0, 0, 0]], true, Some(0));
+        check(&[&[0, 0, 0, 0, 0, 0]], false, Some(0));
+        check(&[&[0, 0, 0, 0, 3, 1, 2, 3, 0]], false, Some(3));
+        check(&[&[0, 0, 0, 0, 3, 1, 2, 3], &[0, 0, 0, 0, 0]], false, Some(3));
+        check(&[&[0, 0, 1, 0, 0]], true, Some(65_536));
     }
 }

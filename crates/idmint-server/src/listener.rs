@@ -24,8 +24,10 @@
 //! At `max_connections`, a new connection makes room by closing the connection idle the
 //! longest (no request in flight: never sent a byte, between keep-alive requests, or still
 //! sending a header); with none idle, the new connection is closed at once, as is one over
-//! `max_connections_per_ip`. The watchdog sees the connection through [`Tracked`], the socket
-//! wrapper that notes each read, and through the service, which notes each request and body.
+//! `max_connections_per_ip`. `max_connections` is lowered to the open-files limit less
+//! [`FD_RESERVE`], so the loop can always accept the connection that sheds an idle one. The
+//! watchdog sees the connection through [`Tracked`], the socket wrapper that notes each read,
+//! and through the service, which notes each request and body.
 //!
 //! # Errors of the HTTP stack
 //!
@@ -404,6 +406,35 @@ struct Limits {
     per_ip: Option<usize>,
 }
 
+/// File descriptors kept out of `max_connections`: the listeners, data files, coordinator
+/// connections, and the accept that sheds an idle connection to make room for a new one.
+const FD_RESERVE: usize = 64;
+
+/// The soft limit on open files of this process (`RLIMIT_NOFILE`), from `/proc/self/limits`;
+/// None where that file is missing or says unlimited.
+fn open_files_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find_map(|line| line.strip_prefix("Max open files"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// `max_connections`, lowered to fit the open-files limit: at the limit, the accept loop
+/// sheds an idle connection for a new one while it can still accept, instead of failing to
+/// accept (EMFILE) with every descriptor held by connections that never send a request.
+fn connection_cap(configured: usize, open_files: Option<usize>) -> usize {
+    let Some(files) = open_files else { return configured };
+    let budget = files.saturating_sub(FD_RESERVE).max(1);
+    if budget < configured {
+        tracing::warn!(
+            max_connections = configured,
+            open_files_limit = files,
+            cap = budget,
+            "max_connections lowered to fit the open-files limit (ulimit -n), less {FD_RESERVE} for files and accepts"
+        );
+    }
+    configured.min(budget)
+}
+
 impl Limits {
     fn new(config: &ServerConfig) -> Self {
         Limits {
@@ -411,7 +442,7 @@ impl Limits {
             header: Duration::from_millis(config.header_timeout_ms),
             body: Duration::from_millis(config.body_timeout_ms),
             idle: Duration::from_millis(config.idle_timeout_ms),
-            max: config.max_connections,
+            max: connection_cap(config.max_connections, open_files_limit()),
             per_ip: config.max_connections_per_ip.filter(|&cap| cap > 0),
         }
     }
@@ -948,6 +979,20 @@ mod tests {
         check(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", None);
         check(b"HTTP/1.1 431 partial head", None);
         check(b"\x00\x00\x12\x04", None);
+    }
+
+    #[test]
+    fn max_connections_fits_the_open_files_limit() {
+        let check = |configured, files, want| {
+            assert_eq!(connection_cap(configured, files), want, "{configured} with {files:?}");
+        };
+        check(10_000, None, 10_000);
+        check(10_000, Some(1_024), 960);
+        check(500, Some(1_024), 500);
+        check(10_000, Some(1_048_576), 10_000);
+        check(10, Some(20), 1);
+        // This process's own limit is read (Linux).
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 
     #[test]

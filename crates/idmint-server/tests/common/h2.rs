@@ -4,6 +4,8 @@
 //! are HPACK literals without Huffman coding (RFC 7541, section 6.2.2); only the frame
 //! headers of the server's answers are read, never its HPACK.
 
+#![allow(dead_code, reason = "each test file uses its own part")]
+
 use std::{
     io::{self, Read, Write},
     net::{SocketAddr, TcpStream},
