@@ -287,7 +287,7 @@ pub(crate) struct ConnectionArgs {
     /// How long an HTTP/2 ping may go unanswered, in ms [default: 10000].
     #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_TIMEOUT_MS", value_name = "MS")]
     http2_keepalive_timeout_ms: Option<u64>,
-    /// Concurrent streams per HTTP/2 connection [default: 1024].
+    /// Concurrent streams per HTTP/2 connection [default: 100].
     #[arg(long, env = "IDMINT_HTTP2_MAX_CONCURRENT_STREAMS", value_name = "N")]
     http2_max_concurrent_streams: Option<u32>,
     /// Streams an HTTP/2 client may reset before they are accepted (rapid-reset protection)

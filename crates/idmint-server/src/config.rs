@@ -116,7 +116,10 @@ pub struct ServerConfig {
     /// How long a ping may go unanswered before the connection is closed, in ms.
     /// Default: 10,000.
     pub http2_keepalive_timeout_ms: u64,
-    /// Concurrent streams (calls) per HTTP/2 connection. Default: 1,024.
+    /// Concurrent streams (calls) per HTTP/2 connection: with the connection caps, what
+    /// bounds the memory of calls whose message has not arrived (a few KB each).
+    /// Default: 100 (the least RFC 9113 recommends; DESIGN.md, "Why does the gRPC port share
+    /// the HTTP port's admission?").
     pub http2_max_concurrent_streams: u32,
     /// Streams a client may open and reset before the server has accepted them, per HTTP/2
     /// connection; more closes the connection (protection against rapid reset,
@@ -149,7 +152,7 @@ impl Default for ServerConfig {
             listen_backlog: crate::DEFAULT_LISTEN_BACKLOG,
             http2_keepalive_interval_ms: 30_000,
             http2_keepalive_timeout_ms: 10_000,
-            http2_max_concurrent_streams: 1_024,
+            http2_max_concurrent_streams: 100,
             http2_max_pending_resets: 20,
         }
     }
