@@ -14,9 +14,9 @@
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
 //!   `/openapi.json`).
 //! - `grpc` (feature `grpc`): the gRPC services, on tonic.
-//! - `listener`: [`serve`], `serve_grpc`, `serve_all` and [`bind`]: the accept loops, the
-//!   hygiene of each connection (timeouts from accept, connection caps, shedding idle
-//!   connections), and the shutdown sequence.
+//! - `listener`: [`serve`], `serve_grpc`, `serve_all` and [`bind`]: the one accept loop of
+//!   both ports, the hygiene of each connection (timeouts from accept, connection caps counted
+//!   over both ports, shedding idle connections), and the shutdown sequence.
 //! - `metrics`: atomic counters rendered in the Prometheus text format.
 //! - `error`: [`Error`], and the one place that maps errors to status codes.
 //!
