@@ -407,6 +407,12 @@ etcd_prefix = "file/""#,
         };
         flags.apply(&mut config);
         assert_eq!(config.listen_backlog, 4096);
+        // 0 turns the per-IP cap (256 by default) off.
+        let mut uncapped = ServerConfig::default();
+        assert_eq!(uncapped.max_connections_per_ip, Some(256));
+        let off = ConnectionArgs { max_connections_per_ip: Some(0), ..ConnectionArgs::default() };
+        off.apply(&mut uncapped);
+        assert_eq!(uncapped.max_connections_per_ip, None);
         assert_eq!((config.idle_timeout_ms, config.body_timeout_ms), (100, 8000));
         assert_eq!(config.max_connections_per_ip, Some(4));
         assert_eq!(config.header_timeout_ms, ServerConfig::default().header_timeout_ms);
