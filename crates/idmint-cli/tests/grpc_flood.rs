@@ -38,13 +38,16 @@ const HOLD: Duration = Duration::from_secs(4);
 /// The message deadline of the server under test (ms).
 const BODY_TIMEOUT_MS: &str = "3000";
 
-/// `idmint serve` on free loopback ports, both APIs, under a limit of 1,024 open files.
-fn start(data_dir: &std::path::Path) -> (Server, SocketAddr) {
+/// `idmint serve` on free loopback ports, both APIs, under a limit of 1,024 open files, with
+/// these extra flags.
+fn start(data_dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
     let mut command = Command::new("prlimit");
     command
         .args(["--nofile=1024:1024", "--", IDMINT, "serve", "--listen", "127.0.0.1:0"])
         .args(["--grpc-listen", "127.0.0.1:0", "--body-timeout-ms", BODY_TIMEOUT_MS])
-        .args(["--http2-keepalive-interval-ms", "1000", "--data-dir"])
+        .args(["--http2-keepalive-interval-ms", "1000"])
+        .args(extra)
+        .arg("--data-dir")
         .arg(data_dir)
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
@@ -264,6 +267,21 @@ fn settled_rss(server: &Server) -> f64 {
     rss_mb(server.pid())
 }
 
+/// `connections` connections, each with as many calls whose message never arrives as the
+/// server's SETTINGS allow, up to `calls`.
+fn stall(grpc: SocketAddr, connections: usize, calls: u32) -> Vec<h2::Conn> {
+    (0..connections)
+        .filter_map(|_| {
+            let mut conn = h2::Conn::open(grpc).ok()?;
+            let settings = conn.handshake(Duration::from_secs(2)).ok()?;
+            let allowed = settings.setting(h2::MAX_CONCURRENT_STREAMS).unwrap_or(100).min(calls);
+            let flood: Vec<u8> = (0..allowed).flat_map(|i| h2::stalled_next(2 * i + 1)).collect();
+            conn.send(&flood).ok()?;
+            Some(conn)
+        })
+        .collect()
+}
+
 /// Whether the server has closed `conn` (EOF or reset), without waiting.
 fn is_closed(conn: &mut h2::Conn) -> bool {
     let _ = conn.stream.set_nonblocking(true);
@@ -288,7 +306,7 @@ fn body_timeouts(server: &Server) -> u64 {
 #[test]
 fn grpc_floods_leave_both_ports_answering_and_memory_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, grpc) = start(dir.path());
+    let (server, grpc) = start(dir.path(), &[]);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     // Warm up both paths, so that "before" includes what any first call allocates.
     for _ in 0..20 {
@@ -351,18 +369,7 @@ fn grpc_floods_leave_both_ports_answering_and_memory_bounded() {
     for cycle in 1..=3 {
         let before = rss_mb(server.pid());
         let closed_before = body_timeouts(&server);
-        let stalled: Vec<h2::Conn> = (0..40)
-            .filter_map(|_| {
-                let mut conn = h2::Conn::open(grpc).ok()?;
-                let settings = conn.handshake(Duration::from_secs(2)).ok()?;
-                let allowed =
-                    settings.setting(h2::MAX_CONCURRENT_STREAMS).unwrap_or(100).min(1_000);
-                let calls: Vec<u8> =
-                    (0..allowed).flat_map(|i| h2::stalled_next(2 * i + 1)).collect();
-                conn.send(&calls).ok()?;
-                Some(conn)
-            })
-            .collect();
+        let stalled = stall(grpc, 40, 1_000);
         let held = stalled.len();
         let seen = probe(&server, grpc, &runtime);
         drop(stalled);
@@ -431,4 +438,30 @@ fn grpc_floods_leave_both_ports_answering_and_memory_bounded() {
     {
         eprintln!("RSS at the start {start_rss:.1} MB, after every flood {end_rss:.1} MB");
     }
+    drop(server);
+
+    // The negative control: with 1,000 streams per connection allowed (the old default was
+    // 1,024), the same SETTINGS-following flood holds 40,000 calls, and the RSS grows by
+    // tens of MB where the cap of 100 kept it to a few.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (lax, lax_grpc) = start(dir.path(), &["--http2-max-concurrent-streams", "1000"]);
+    let before = rss_mb(lax.pid());
+    let stalled = stall(lax_grpc, 40, 1_000);
+    let mut peak = before;
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        peak = peak.max(rss_mb(lax.pid()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(stalled);
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "control, 1,000 streams per connection: RSS before {before:.1} MB, peak {peak:.1} MB"
+        );
+    }
+    assert!(
+        peak > before + 60.0,
+        "the control's flood did not grow the RSS: {before:.1} -> {peak:.1} MB"
+    );
 }
