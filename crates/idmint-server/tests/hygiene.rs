@@ -3,9 +3,12 @@
 //! by their deadlines (counted from accept) while `/v1/next` keeps answering; the per-IP cap;
 //! idle connections shed at the connection limit; hyper's own answers (431, 400) carry
 //! idmint's JSON error; batch bodies of the wrong shape are refused; gRPC messages that do not
-//! decode are INVALID_ARGUMENT. Each hole is first shown open on a server whose limits are
-//! far away (the negative control), then closed. Timeouts are hundreds of ms, so each test
-//! takes about a second.
+//! decode are INVALID_ARGUMENT, and what tonic would take (a second message, an unknown
+//! `grpc-encoding`, a `content-type` that is not gRPC's) is refused; and every one of these
+//! rules holds on the gRPC port too (`grpc_port`: connection caps counted over both ports,
+//! deadlines, streams per connection, rapid reset). Each hole is first shown open on a server
+//! whose limits are far away (the negative control), then closed. Timeouts are hundreds of
+//! ms, so each test takes about a second.
 
 mod common;
 
