@@ -277,20 +277,25 @@ pub(crate) struct ConnectionArgs {
     /// How long a keep-alive connection may be idle between requests, in ms [default: 30000].
     #[arg(long, env = "IDMINT_IDLE_TIMEOUT_MS", value_name = "MS")]
     idle_timeout_ms: Option<u64>,
-    /// HTTP connections open at once; at the limit the longest-idle one is closed for a new
-    /// one [default: 10000].
+    /// Connections open at once, HTTP and gRPC ports together; at the limit the longest-idle
+    /// one is closed for a new one [default: 10000].
     #[arg(long, env = "IDMINT_MAX_CONNECTIONS", value_name = "N")]
     max_connections: Option<usize>,
-    /// HTTP connections one client IP address may hold open [default: no cap].
+    /// Connections one client IP address may hold open, both ports together; 0: no cap
+    /// (behind a proxy that connects from few addresses) [default: 256].
     #[arg(long, env = "IDMINT_MAX_CONNECTIONS_PER_IP", value_name = "N")]
     max_connections_per_ip: Option<usize>,
+    /// The listen backlog of both ports: new connections the kernel holds until they are
+    /// accepted, for bursts [default: 1024].
+    #[arg(long, env = "IDMINT_LISTEN_BACKLOG", value_name = "N")]
+    listen_backlog: Option<u32>,
     /// HTTP/2 pings on idle connections (gRPC, h2c), every this many ms [default: 30000].
     #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_INTERVAL_MS", value_name = "MS")]
     http2_keepalive_interval_ms: Option<u64>,
     /// How long an HTTP/2 ping may go unanswered, in ms [default: 10000].
     #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_TIMEOUT_MS", value_name = "MS")]
     http2_keepalive_timeout_ms: Option<u64>,
-    /// Concurrent streams per HTTP/2 connection [default: 1024].
+    /// Concurrent streams per HTTP/2 connection [default: 100].
     #[arg(long, env = "IDMINT_HTTP2_MAX_CONCURRENT_STREAMS", value_name = "N")]
     http2_max_concurrent_streams: Option<u32>,
     /// Streams an HTTP/2 client may reset before they are accepted (rapid-reset protection)
@@ -312,9 +317,10 @@ impl ConnectionArgs {
         set(self.body_timeout_ms, &mut config.body_timeout_ms);
         set(self.idle_timeout_ms, &mut config.idle_timeout_ms);
         set(self.max_connections, &mut config.max_connections);
-        if self.max_connections_per_ip.is_some() {
-            config.max_connections_per_ip = self.max_connections_per_ip;
+        if let Some(cap) = self.max_connections_per_ip {
+            config.max_connections_per_ip = (cap > 0).then_some(cap);
         }
+        set(self.listen_backlog, &mut config.listen_backlog);
         set(self.http2_keepalive_interval_ms, &mut config.http2_keepalive_interval_ms);
         set(self.http2_keepalive_timeout_ms, &mut config.http2_keepalive_timeout_ms);
         set(self.http2_max_concurrent_streams, &mut config.http2_max_concurrent_streams);
@@ -404,9 +410,17 @@ etcd_prefix = "file/""#,
         let flags = ConnectionArgs {
             idle_timeout_ms: Some(100),
             max_connections_per_ip: Some(4),
+            listen_backlog: Some(4096),
             ..ConnectionArgs::default()
         };
         flags.apply(&mut config);
+        assert_eq!(config.listen_backlog, 4096);
+        // 0 turns the per-IP cap (256 by default) off.
+        let mut uncapped = ServerConfig::default();
+        assert_eq!(uncapped.max_connections_per_ip, Some(256));
+        let off = ConnectionArgs { max_connections_per_ip: Some(0), ..ConnectionArgs::default() };
+        off.apply(&mut uncapped);
+        assert_eq!(uncapped.max_connections_per_ip, None);
         assert_eq!((config.idle_timeout_ms, config.body_timeout_ms), (100, 8000));
         assert_eq!(config.max_connections_per_ip, Some(4));
         assert_eq!(config.header_timeout_ms, ServerConfig::default().header_timeout_ms);

@@ -778,11 +778,12 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let coordinator = coordinator(&store, &stores.data_dir, stores.adopt, controls).await?;
     let backends = backends(coordinator, &config, &stores, &store, controls).await?;
+    let backlog = config.listen_backlog;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
-    let listener = idmint_server::bind(&listen).await?;
+    let listener = idmint_server::bind_with_backlog(&listen, backlog).await?;
     let local = listener.local_addr().context("cannot read the listening address")?;
     let grpc = match &grpc_listen {
-        Some(addr) => Some(idmint_server::bind(addr).await?),
+        Some(addr) => Some(idmint_server::bind_with_backlog(addr, backlog).await?),
         None => None,
     };
     let grpc_local = match &grpc {

@@ -12,6 +12,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
+/// The default of [`ServerConfig::max_connections_per_ip`]: far above what one well-behaved
+/// client needs (a pool of tens of connections), far below the file descriptors of a server
+/// (1,024 by default), so one address cannot hold them all.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::{DEFAULT_MAX_CONNECTIONS_PER_IP, ServerConfig};
+///
+/// assert_eq!(ServerConfig::default().max_connections_per_ip, Some(DEFAULT_MAX_CONNECTIONS_PER_IP));
+/// ```
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
+
 /// How a server runs: its namespaces and its limits.
 ///
 /// # Example
@@ -90,20 +103,28 @@ pub struct ServerConfig {
     pub body_timeout_ms: u64,
     /// How long a keep-alive connection may stay idle between requests, in ms. Default: 30,000.
     pub idle_timeout_ms: u64,
-    /// How many HTTP connections are open at once. At the limit, the connection idle the
-    /// longest (no request in flight) is closed for a new one; with none idle, new connections
-    /// are closed at once. Default: 10,000.
+    /// How many connections are open at once, on the HTTP and gRPC ports together. At the
+    /// limit, the connection idle the longest (no request or call in flight) is closed for a
+    /// new one; with none idle, new connections are closed at once. Default: 10,000.
     pub max_connections: usize,
-    /// How many HTTP connections one client IP address may hold open at once; further ones
-    /// are closed at once. Default: none (no cap).
+    /// How many connections one client IP address may hold open at once, on both ports
+    /// together; further ones are closed at once. `None` or 0: no cap (behind a proxy that
+    /// connects from one address). Default: 256 (DESIGN.md, "One admission for both ports").
     pub max_connections_per_ip: Option<usize>,
+    /// The listen backlog of the CLI's listeners ([`crate::bind_with_backlog`]): connections
+    /// the kernel completes before they are accepted, so a burst waits instead of being
+    /// dropped. Default: 1,024 ([`crate::DEFAULT_LISTEN_BACKLOG`]).
+    pub listen_backlog: u32,
     /// How often an idle HTTP/2 connection (the gRPC port, and h2c on the HTTP port) is
     /// pinged, in ms. Default: 30,000.
     pub http2_keepalive_interval_ms: u64,
     /// How long a ping may go unanswered before the connection is closed, in ms.
     /// Default: 10,000.
     pub http2_keepalive_timeout_ms: u64,
-    /// Concurrent streams (calls) per HTTP/2 connection. Default: 1,024.
+    /// Concurrent streams (calls) per HTTP/2 connection: with the connection caps, what
+    /// bounds the memory of calls whose message has not arrived (a few KB each).
+    /// Default: 100 (the least RFC 9113 recommends; DESIGN.md, "Why does the gRPC port share
+    /// the HTTP port's admission?").
     pub http2_max_concurrent_streams: u32,
     /// Streams a client may open and reset before the server has accepted them, per HTTP/2
     /// connection; more closes the connection (protection against rapid reset,
@@ -133,10 +154,11 @@ impl Default for ServerConfig {
             body_timeout_ms: 10_000,
             idle_timeout_ms: 30_000,
             max_connections: 10_000,
-            max_connections_per_ip: None,
+            max_connections_per_ip: Some(DEFAULT_MAX_CONNECTIONS_PER_IP),
+            listen_backlog: crate::DEFAULT_LISTEN_BACKLOG,
             http2_keepalive_interval_ms: 30_000,
             http2_keepalive_timeout_ms: 10_000,
-            http2_max_concurrent_streams: 1_024,
+            http2_max_concurrent_streams: 100,
             http2_max_pending_resets: 20,
         }
     }
@@ -646,7 +668,8 @@ impl ServerConfig {
 
 impl ServerConfig {
     /// Checks the connection limits and timeouts: each timeout 1 ms to 1 hour, the first
-    /// byte no later than the whole header, the caps at least 1.
+    /// byte no later than the whole header, the total cap and the backlog at least 1 (a
+    /// per-IP cap of 0 is none; one above the total cap never binds).
     fn check_connections(&self) -> Result<(), Error> {
         let bad = |msg: String| Err(Error::Config(msg));
         let timeouts = [
@@ -674,13 +697,8 @@ impl ServerConfig {
                 self.max_connections
             ));
         }
-        if let Some(per_ip) = self.max_connections_per_ip
-            && !(1..=self.max_connections).contains(&per_ip)
-        {
-            return bad(format!(
-                "max_connections_per_ip must be 1..=max_connections ({}), not {per_ip}",
-                self.max_connections
-            ));
+        if self.listen_backlog == 0 {
+            return bad("listen_backlog must be at least 1".into());
         }
         if self.http2_max_concurrent_streams == 0 {
             return bad("http2_max_concurrent_streams must be at least 1".into());
@@ -834,9 +852,13 @@ mod tests {
         check(|c| c.first_byte_timeout_ms = c.header_timeout_ms + 1, false);
         check(|c| c.first_byte_timeout_ms = c.header_timeout_ms, true);
         check(|c| c.max_connections = 0, false);
-        check(|c| c.max_connections_per_ip = Some(0), false);
-        check(|c| c.max_connections_per_ip = Some(c.max_connections + 1), false);
+        // 0 is no cap, as is None; a cap above the total never binds.
+        check(|c| c.max_connections_per_ip = Some(0), true);
+        check(|c| c.max_connections_per_ip = None, true);
+        check(|c| c.max_connections_per_ip = Some(c.max_connections + 1), true);
         check(|c| c.max_connections_per_ip = Some(1), true);
+        check(|c| c.listen_backlog = 0, false);
+        check(|c| c.listen_backlog = 1, true);
         check(|c| c.http2_max_concurrent_streams = 0, false);
         check(|c| c.http2_max_pending_resets = 0, false);
         check(|c| c.http2_keepalive_timeout_ms = 0, false);

@@ -54,6 +54,10 @@ pub enum Error {
     /// The `Accept` header allows none of the media types the route answers in.
     #[error("not acceptable: this route answers in {0}")]
     NotAcceptable(&'static str),
+    /// The request is in a media type or a content coding this server does not read: a gRPC
+    /// call whose `content-type` is not gRPC's, or whose `grpc-encoding` is not `identity`.
+    #[error("unsupported media type: {0}")]
+    UnsupportedMediaType(String),
     /// The namespace holds no generator ID right now (starting, or claiming again).
     #[error("namespace `{0}` is not ready to issue ids")]
     NotReady(String),
@@ -130,6 +134,7 @@ impl Error {
             Error::UnknownNamespace(_) | Error::NotFound(_) => 404,
             Error::MethodNotAllowed => 405,
             Error::NotAcceptable(_) => 406,
+            Error::UnsupportedMediaType(_) => 415,
             Error::PayloadTooLarge { .. } => 413,
             Error::UriTooLong => 414,
             Error::HeaderTooLarge { .. } => 431,
@@ -157,6 +162,7 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::MethodNotAllowed => "method_not_allowed",
             Error::NotAcceptable(_) => "not_acceptable",
+            Error::UnsupportedMediaType(_) => "unsupported_media_type",
             Error::NotReady(_) => "not_ready",
             Error::WindowExhausted { .. } => "window_exhausted",
             Error::Busy { .. } => "busy",
@@ -205,7 +211,7 @@ impl Error {
             401 => 16,
             403 => 7,
             404 => 5,
-            405 => 12,
+            405 | 415 => 12,
             413 | 414 | 431 => 8,
             409 => 9,
             503 => 14,

@@ -10,13 +10,12 @@
 
 use std::{
     fmt::Write as _,
-    io,
     pin::Pin,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering::Relaxed},
     },
-    task::{Context, Poll, ready},
+    task::{Context, Poll},
     time::Duration,
 };
 
@@ -26,16 +25,9 @@ use idmint_proto::grpc::{
     ListNamespacesRequest, ListNamespacesResponse, NextRequest, NextResponse, SERVICE_NAME,
     StreamRequest, field, next_response,
 };
-use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::mpsc,
-    time::Sleep,
-};
-use tokio_stream::{Stream, wrappers::ReceiverStream};
-use tokio_util::{
-    sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned},
-    task::AbortOnDropHandle,
-};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, metadata::MetadataMap};
 use tonic_health::pb::{
     HealthCheckRequest, HealthCheckResponse,
@@ -155,97 +147,40 @@ fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-/// A running gRPC endpoint: tonic serving on a spawned task, in the caller's shutdown
-/// sequence.
-#[derive(Debug)]
-pub(crate) struct Endpoint {
-    /// Cancelled once the listener is closed.
-    stopped_accepting: CancellationToken,
-    /// Cancelled by [`Endpoint::drain`]: tonic then ends its connections gracefully.
-    drain: CancellationToken,
-    task: AbortOnDropHandle<Result<(), tonic::transport::Error>>,
-}
-
-impl Endpoint {
-    /// Starts serving `server` on `listener`; the listener closes when `stop_accepting` is
-    /// cancelled, connections stay open until [`Endpoint::drain`]. Streams and health
-    /// watches end when `shutdown` is cancelled (the start of the shutdown).
-    pub(crate) fn start(
-        server: Arc<Server>,
-        listener: TcpListener,
-        stop_accepting: CancellationToken,
-        shutdown: CancellationToken,
-    ) -> Endpoint {
-        let stopped_accepting = CancellationToken::new();
-        let drain = CancellationToken::new();
-        let incoming = Incoming {
-            first_byte: Duration::from_millis(server.config().first_byte_timeout_ms),
-            listener: Some(listener),
-            shutdown: Box::pin(stop_accepting.cancelled_owned()),
-            stopped: Some(stopped_accepting.clone().drop_guard()),
-            backoff: None,
-            delay: Duration::from_millis(1),
-        };
+impl crate::listener::Port {
+    /// The gRPC port: `idmint.v1.IdMint` and `grpc.health.v1.Health` (each behind [`Strict`]),
+    /// gRPC-web for browsers behind CORS for the configured origins, as one router that the
+    /// accept loop serves like the HTTP API's, with the same admission and watchdog. Streams
+    /// and health watches end when `shutdown` is cancelled (the start of the shutdown).
+    pub(crate) fn grpc(server: &Arc<Server>, shutdown: CancellationToken) -> Self {
         let config = server.config();
         // The largest answer: max_batch 128-bit IDs at 16 bytes each.
         let max_response =
             usize::try_from(config.max_batch).unwrap_or(usize::MAX).saturating_mul(16);
         let idmint = IdMintServer::new(IdMintService {
-            server: Arc::clone(&server),
+            server: Arc::clone(server),
             shutdown: shutdown.clone(),
         })
         .max_decoding_message_size(config.max_body_bytes)
         .max_encoding_message_size(max_response.saturating_add(MESSAGE_OVERHEAD));
+        let idmint =
+            Strict { inner: idmint, server: Arc::clone(server), limit: config.max_body_bytes };
+        let health = HealthServer::new(HealthService { server: Arc::clone(server), shutdown })
+            .max_decoding_message_size(MESSAGE_OVERHEAD);
+        let health = Strict { inner: health, server: Arc::clone(server), limit: MESSAGE_OVERHEAD };
+        let routes = tonic::service::Routes::new(health).add_service(idmint).prepare();
         // gRPC-web (HTTP/1.1 included) for browsers, behind CORS for the configured origins.
-        let web = tower::ServiceBuilder::new()
+        let service = tower::ServiceBuilder::new()
             .map_response(crate::web::only_for_allowed::<tonic::body::Body>)
             .option_layer(crate::web::cors(&config.cors_allow_origins, true))
-            .layer(tonic_web::GrpcWebLayer::new());
-        let idmint =
-            Strict { inner: idmint, server: Arc::clone(&server), limit: config.max_body_bytes };
-        let health = HealthServer::new(HealthService { server: Arc::clone(&server), shutdown })
-            .max_decoding_message_size(MESSAGE_OVERHEAD);
-        let health = Strict { inner: health, server: Arc::clone(&server), limit: MESSAGE_OVERHEAD };
-        let router = tonic::transport::Server::builder()
-            .accept_http1(true)
-            .layer(web)
-            .http2_keepalive_interval(Some(Duration::from_millis(
-                config.http2_keepalive_interval_ms,
-            )))
-            .http2_keepalive_timeout(Some(Duration::from_millis(config.http2_keepalive_timeout_ms)))
-            .max_concurrent_streams(config.http2_max_concurrent_streams)
-            .http2_max_pending_accept_reset_streams(Some(config.http2_max_pending_resets))
-            .http2_max_local_error_reset_streams(Some(config.http2_max_pending_resets))
-            .initial_stream_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .http2_max_header_list_size(16 * 1024)
-            .add_service(health)
-            .add_service(idmint);
-        let signal = drain.clone().cancelled_owned();
-        let task = tokio::spawn(async move {
-            let served = router.serve_with_incoming_shutdown(incoming, signal).await;
-            if let Err(e) = &served {
-                tracing::error!(error = %e, "the gRPC server failed");
-            }
-            served
-        });
-        Endpoint { stopped_accepting, drain, task: AbortOnDropHandle::new(task) }
-    }
-
-    /// Returns once the listener is closed.
-    pub(crate) async fn stopped_accepting(&self) {
-        self.stopped_accepting.cancelled().await;
-    }
-
-    /// Ends the connections gracefully and waits until they are closed. Dropping the future
-    /// (when the drain time runs out) stops waiting.
-    pub(crate) async fn drain(self) -> Result<(), Error> {
-        self.drain.cancel();
-        match self.task.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::io("the gRPC server failed", io::Error::other(e))),
-            Err(e) => Err(Error::io("the gRPC server task failed", io::Error::other(e))),
-        }
+            .layer(tonic_web::GrpcWebLayer::new())
+            .service(routes);
+        let router = axum::Router::new().fallback_service(service);
+        Self::with(router, config, |http2| {
+            http2
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW);
+        })
     }
 }
 
@@ -255,6 +190,12 @@ impl Endpoint {
 /// says OUT_OF_RANGE) is RESOURCE_EXHAUSTED, each with the `idmint-error` metadata
 /// (`From<Error> for Status`) and counted in the metrics. Statuses of idmint's handlers carry
 /// `idmint-error` already and pass unchanged.
+///
+/// It also refuses what tonic would take: a `content-type` that is not gRPC's (HTTP 415, so
+/// that no HTTP client reads the answer as a success), a `grpc-encoding` other than
+/// `identity` (UNIMPLEMENTED, with `grpc-accept-encoding: identity`), and a second message
+/// on a call whose request is one message (every method served here; tonic would drop it):
+/// it reads the request message itself ([`one_message`]) before it calls tonic.
 #[derive(Debug, Clone)]
 struct Strict<S> {
     inner: S,
@@ -268,14 +209,18 @@ impl<S: tonic::server::NamedService> tonic::server::NamedService for Strict<S> {
 }
 
 type GrpcResponse = tonic::codegen::http::Response<tonic::body::Body>;
+type GrpcRequest = tonic::codegen::http::Request<tonic::body::Body>;
 
-impl<S, B> tonic::codegen::Service<tonic::codegen::http::Request<B>> for Strict<S>
+impl<S> tonic::codegen::Service<GrpcRequest> for Strict<S>
 where
     S: tonic::codegen::Service<
-            tonic::codegen::http::Request<B>,
+            GrpcRequest,
             Response = GrpcResponse,
             Error = std::convert::Infallible,
-        > + tonic::server::NamedService,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
 {
     type Response = GrpcResponse;
@@ -287,18 +232,188 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: tonic::codegen::http::Request<B>) -> Self::Future {
+    fn call(&mut self, request: GrpcRequest) -> Self::Future {
         let started = std::time::Instant::now();
         let method = request.uri().path().rsplit('/').next().unwrap_or("");
         let method = METHODS.iter().find(|known| **known == method).copied().unwrap_or("other");
-        let answer = self.inner.call(request);
         let server = Arc::clone(&self.server);
         let limit = self.limit;
-        Box::pin(async move {
-            let Ok(response) = answer.await;
+        if let Some(refused) = refuse(request.headers()) {
+            server.grpc_metrics().record(tonic::Code::from_i32(refused.grpc_code()));
             server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
-            Ok(strict_response(response, &server, limit))
+            return Box::pin(std::future::ready(Ok(refused_response(refused))));
+        }
+        // The ready service goes with this call; the clone waits for the next one.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let response = match one_message(body, limit).await {
+                Ok(message) => {
+                    let body = tonic::body::Body::new(Whole(Some(message)));
+                    let Ok(response) = inner.call(GrpcRequest::from_parts(parts, body)).await;
+                    strict_response(response, &server, limit)
+                }
+                Err(e) => {
+                    let status = Status::from(e);
+                    server.grpc_metrics().record(status.code());
+                    status.into_http()
+                }
+            };
+            server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
+            Ok(response)
         })
+    }
+}
+
+/// The request body of a call whose request is one message (every method served here),
+/// read to its end before tonic sees it: tonic would drop a second message, and a call whose
+/// message has not arrived holds only this future (no decoder, no handler) until it does or
+/// the connection's `body_timeout_ms` passes. A byte after the first message is
+/// INVALID_ARGUMENT, a message declared over `limit` is RESOURCE_EXHAUSTED at once; a body
+/// with no message, or a truncated one, goes to tonic, which refuses it.
+async fn one_message(
+    mut body: tonic::body::Body,
+    limit: usize,
+) -> Result<hyper::body::Bytes, Error> {
+    use hyper::body::Body as _;
+    let mut framing = Framing::Start;
+    let mut message = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|status| {
+            Error::BadRequest(format!("the request body failed: {}", status.message()))
+        })?;
+        let Some(data) = frame.data_ref() else { continue };
+        if !framing.advance(data) {
+            return Err(Error::BadRequest(
+                "a second request message on a call that takes one".into(),
+            ));
+        }
+        if framing.declared().is_some_and(|length| length as usize > limit) {
+            return Err(Error::PayloadTooLarge { limit });
+        }
+        message.extend_from_slice(data);
+    }
+    Ok(message.into())
+}
+
+/// A request body that is all there: the one message, read by [`one_message`].
+struct Whole(Option<hyper::body::Bytes>);
+
+impl hyper::body::Body for Whole {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<hyper::body::Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.take().map(|data| Ok(hyper::body::Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.0.as_ref().map_or(0, |data| data.len() as u64))
+    }
+}
+
+/// Why a call is refused before tonic sees it: a `content-type` that is not gRPC's (gRPC-web
+/// calls are translated to `application/grpc` before this), or a `grpc-encoding` this server
+/// does not decode.
+fn refuse(headers: &tonic::codegen::http::HeaderMap) -> Option<Error> {
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let grpc = content_type
+        .strip_prefix("application/grpc")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('+') || rest.starts_with(';'));
+    if !grpc {
+        return Some(Error::UnsupportedMediaType(format!(
+            "content-type `{content_type}` is not gRPC (application/grpc)"
+        )));
+    }
+    let encoding = headers.get("grpc-encoding").map(|v| String::from_utf8_lossy(v.as_bytes()));
+    match encoding {
+        Some(encoding) if encoding != "identity" => Some(Error::UnsupportedMediaType(format!(
+            "grpc-encoding `{encoding}` is not supported (identity only)"
+        ))),
+        _ => None,
+    }
+}
+
+/// The answer to a refused call: its gRPC status, trailers-only, with the HTTP status of the
+/// error when the request was not gRPC at all.
+fn refused_response(error: Error) -> GrpcResponse {
+    let http_status = error.status();
+    let not_grpc = error.to_string().starts_with("content-type");
+    let mut response = Status::from(error).into_http::<tonic::body::Body>();
+    if not_grpc {
+        if let Ok(status) = tonic::codegen::http::StatusCode::from_u16(http_status) {
+            *response.status_mut() = status;
+        }
+    } else {
+        response.headers_mut().insert(
+            "grpc-accept-encoding",
+            tonic::codegen::http::HeaderValue::from_static("identity"),
+        );
+    }
+    response
+}
+
+/// Where the body of a call is in gRPC's framing: each message is a 5-byte prefix (a flag,
+/// then its length, big-endian) and that many bytes.
+#[derive(Debug, Clone, Copy)]
+enum Framing {
+    /// No byte yet.
+    Start,
+    /// In the length of the first message's prefix: `seen` of its 4 bytes, `length` so far.
+    Length { seen: u8, length: u32 },
+    /// Inside the first message (of `length` bytes): `left` bytes still to come.
+    Message { length: u32, left: u32 },
+    /// The first message (of `length` bytes) is complete: any further byte starts another.
+    Done { length: u32 },
+}
+
+impl Framing {
+    /// Follows the framing over `bytes`; false when they begin a second message.
+    fn advance(&mut self, mut bytes: &[u8]) -> bool {
+        while let Some((&first, rest)) = bytes.split_first() {
+            *self = match *self {
+                Framing::Start => {
+                    bytes = rest;
+                    Framing::Length { seen: 0, length: 0 }
+                }
+                Framing::Done { .. } => return false,
+                Framing::Length { seen, length } => {
+                    bytes = rest;
+                    let length = (length << 8) | u32::from(first);
+                    match seen {
+                        3 if length == 0 => Framing::Done { length },
+                        3 => Framing::Message { length, left: length },
+                        _ => Framing::Length { seen: seen + 1, length },
+                    }
+                }
+                Framing::Message { length, left } => {
+                    let take = u32::try_from(bytes.len()).unwrap_or(u32::MAX).min(left);
+                    bytes = &bytes[take as usize..];
+                    if take == left {
+                        Framing::Done { length }
+                    } else {
+                        Framing::Message { length, left: left - take }
+                    }
+                }
+            };
+        }
+        true
+    }
+
+    /// The length the first message's prefix declares, once it is complete.
+    fn declared(self) -> Option<u32> {
+        match self {
+            Framing::Message { length, .. } | Framing::Done { length } => Some(length),
+            Framing::Start | Framing::Length { .. } => None,
+        }
     }
 }
 
@@ -317,110 +432,6 @@ fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> Grp
     let status = Status::from(Error::from_grpc_decode(&status, limit));
     server.grpc_metrics().record(status.code());
     status.into_http()
-}
-
-/// The connections of a listener until shutdown. Then it closes the listener, cancels its
-/// `stopped` token, and stays pending: tonic goes on serving the open connections until the
-/// drain signal (a stream that ended would start tonic's drain at once).
-struct Incoming {
-    /// How long a new connection may take to send its first byte.
-    first_byte: Duration,
-    listener: Option<TcpListener>,
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    stopped: Option<DropGuard>,
-    /// While set, accepting waits (after an accept error such as too many open files).
-    backoff: Option<Pin<Box<Sleep>>>,
-    delay: Duration,
-}
-
-impl Stream for Incoming {
-    type Item = io::Result<FirstByte>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let Some(listener) = &this.listener else { return Poll::Pending };
-        if this.shutdown.as_mut().poll(cx).is_ready() {
-            this.listener = None;
-            this.stopped = None;
-            return Poll::Pending;
-        }
-        if let Some(backoff) = &mut this.backoff {
-            ready!(backoff.as_mut().poll(cx));
-            this.backoff = None;
-        }
-        match ready!(listener.poll_accept(cx)) {
-            Ok((stream, _)) => {
-                this.delay = Duration::from_millis(1);
-                let _ = stream.set_nodelay(true);
-                let deadline = Box::pin(tokio::time::sleep(this.first_byte));
-                Poll::Ready(Some(Ok(FirstByte { stream, deadline: Some(deadline) })))
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(error = %e, "gRPC accept failed");
-                this.backoff = Some(Box::pin(tokio::time::sleep(this.delay)));
-                this.delay = (this.delay * 2).min(Duration::from_secs(1));
-                Poll::Ready(Some(Err(e)))
-            }
-        }
-    }
-}
-
-/// A gRPC connection that must send its first byte within `first_byte_timeout_ms` of accept:
-/// a client that connects and stays silent gets a read error, and hyper closes the
-/// connection. (Once it has spoken, HTTP/2 keep-alive pings find a client that vanished.)
-struct FirstByte {
-    stream: TcpStream,
-    /// Until the first byte arrives.
-    deadline: Option<Pin<Box<Sleep>>>,
-}
-
-impl tonic::transport::server::Connected for FirstByte {
-    type ConnectInfo = <TcpStream as tonic::transport::server::Connected>::ConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
-    }
-}
-
-impl tokio::io::AsyncRead for FirstByte {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
-        if let Some(deadline) = &mut self.deadline {
-            match read {
-                Poll::Ready(Ok(())) if buf.filled().len() > before => self.deadline = None,
-                Poll::Pending if deadline.as_mut().poll(cx).is_ready() => {
-                    tracing::debug!("gRPC connection closed: no first byte in time");
-                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
-                }
-                _ => {}
-            }
-        }
-        read
-    }
-}
-
-impl tokio::io::AsyncWrite for FirstByte {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
 }
 
 /// `idmint.v1.IdMint` over a server.
@@ -774,5 +785,31 @@ impl Health for HealthService {
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One message is accepted however its bytes are split; a byte after it is a second
+    /// message; the declared length is known once the 5-byte prefix is.
+    #[test]
+    fn framing_finds_a_second_message_wherever_the_chunks_split() {
+        let check = |chunks: &[&[u8]], whole: bool, declared: Option<u32>| {
+            let mut framing = Framing::Start;
+            let accepted = chunks.iter().all(|chunk| framing.advance(chunk));
+            assert_eq!((accepted, framing.declared()), (whole, declared), "{chunks:?}");
+        };
+        check(&[], true, None);
+        check(&[&[0, 0, 0]], true, None);
+        check(&[&[0, 0, 0, 0, 3]], true, Some(3));
+        check(&[&[0, 0, 0, 0, 3, 1, 2, 3]], true, Some(3));
+        check(&[&[0, 0], &[0, 0, 3, 1], &[2], &[3]], true, Some(3));
+        check(&[&[0, 0, 0, 0, 0]], true, Some(0));
+        check(&[&[0, 0, 0, 0, 0, 0]], false, Some(0));
+        check(&[&[0, 0, 0, 0, 3, 1, 2, 3, 0]], false, Some(3));
+        check(&[&[0, 0, 0, 0, 3, 1, 2, 3], &[0, 0, 0, 0, 0]], false, Some(3));
+        check(&[&[0, 0, 1, 0, 0]], true, Some(65_536));
     }
 }

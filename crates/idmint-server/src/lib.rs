@@ -14,9 +14,9 @@
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
 //!   `/openapi.json`).
 //! - `grpc` (feature `grpc`): the gRPC services, on tonic.
-//! - `listener`: [`serve`], `serve_grpc`, `serve_all` and [`bind`]: the accept loops, the
-//!   hygiene of each connection (timeouts from accept, connection caps, shedding idle
-//!   connections), and the shutdown sequence.
+//! - `listener`: [`serve`], `serve_grpc`, `serve_all` and [`bind`]: the one accept loop of
+//!   both ports, the hygiene of each connection (timeouts from accept, connection caps counted
+//!   over both ports, shedding idle connections), and the shutdown sequence.
 //! - `metrics`: atomic counters rendered in the Prometheus text format.
 //! - `clock_watch`: a thread that logs every step of the wall clock past
 //!   [`ServerConfig::clock_step_warn_ms`] and counts it in `idmint_clock_step_seconds`.
@@ -83,14 +83,15 @@ use idmint_coord::{Coordinator, CounterStore, SegmentStore};
 use idmint_proto::NamespaceInfo;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-pub use crate::listener::{bind, serve};
+pub use crate::listener::{DEFAULT_LISTEN_BACKLOG, bind, bind_with_backlog, serve};
 #[cfg(feature = "grpc")]
 pub use crate::listener::{serve_all, serve_grpc};
 use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
     clock::{OffsetClock, WallClock},
     config::{
-        FieldSetting, NamespaceConfig, PublicIdsSettings, SegmentSettings, ServerConfig, Source,
+        DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig, PublicIdsSettings,
+        SegmentSettings, ServerConfig, Source,
     },
     error::Error,
     namespace::load_public_id_keys,

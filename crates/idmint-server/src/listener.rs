@@ -1,5 +1,14 @@
 //! The listeners and the shutdown sequence: [`serve`], `serve_grpc`, `serve_all` and
-//! [`bind`]; the HTTP accept loop; and the hygiene of every HTTP connection.
+//! [`bind`]; the one accept loop of both ports; and the hygiene of every connection.
+//!
+//! # One admission for both ports
+//!
+//! The HTTP port and the gRPC port are served by the same accept loop ([`accept`]), each
+//! with its own router and HTTP/2 windows ([`Port`]), but through one admission: one registry
+//! of open connections, so `max_connections` and `max_connections_per_ip` count the
+//! connections of both ports together, and one watchdog per connection with the same
+//! deadlines. A gRPC call is a request like any other: its message must arrive within
+//! `body_timeout_ms`, and a connection with no call in flight is idle.
 //!
 //! # Connection hygiene
 //!
@@ -15,8 +24,10 @@
 //! At `max_connections`, a new connection makes room by closing the connection idle the
 //! longest (no request in flight: never sent a byte, between keep-alive requests, or still
 //! sending a header); with none idle, the new connection is closed at once, as is one over
-//! `max_connections_per_ip`. The watchdog sees the connection through [`Tracked`], the socket
-//! wrapper that notes each read, and through the service, which notes each request and body.
+//! `max_connections_per_ip`. `max_connections` is lowered to the open-files limit less
+//! [`FD_RESERVE`], so the loop can always accept the connection that sheds an idle one. The
+//! watchdog sees the connection through [`Tracked`], the socket wrapper that notes each read,
+//! and through the service, which notes each request and body.
 //!
 //! # Errors of the HTTP stack
 //!
@@ -46,19 +57,20 @@ use hyper_util::{
 use idmint_proto::{ErrorDetail, ErrorResponse};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
-    net::{TcpListener, TcpStream},
+    net::{TcpListener, TcpSocket, TcpStream},
     sync::Notify,
     time::Instant,
 };
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
 
-#[cfg(feature = "grpc")]
-use crate::grpc;
 use crate::{Error, Server, ServerConfig, ShutdownStep, http, metrics::CloseReason};
 
 /// The largest HTTP/1 read buffer, which bounds the size of a request header (bytes).
 pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// The listen backlog of [`bind`]: room for a burst of new connections while the accept
+/// loop catches up (the kernel caps it at `net.core.somaxconn`).
+pub const DEFAULT_LISTEN_BACKLOG: u32 = 1024;
 
 /// Serves the HTTP API of `server` on `listener` until `shutdown` is cancelled, then shuts
 /// down in order: report not ready, keep serving for `shutdown_delay_ms` (so that load
@@ -86,10 +98,11 @@ pub async fn serve(
 /// Serves the gRPC API of `server` (`idmint.v1.IdMint`, and `grpc.health.v1.Health` reporting
 /// SERVING while [`Server::is_ready`]) on `listener` until `shutdown` is cancelled, then shuts
 /// down in the order of [`serve`]. Streams end with UNAVAILABLE when `shutdown` is cancelled.
+/// Connections are admitted and watched as on the HTTP port (caps, deadlines, HTTP/2 limits).
 ///
 /// # Errors
 ///
-/// The error of the final persist-and-release step, or of the gRPC server, if any.
+/// The error of the final persist-and-release step, if any.
 ///
 /// # Example
 ///
@@ -126,14 +139,15 @@ pub async fn serve_grpc(
 }
 
 /// Serves the HTTP API on `http` and, when given, the gRPC API on `grpc`, over one server,
-/// until `shutdown` is cancelled. Then readiness and gRPC health turn off, both keep serving
-/// for `shutdown_delay_ms`, both stop accepting, both drain (together, within `drain_ms`),
-/// and only then are marks persisted and claims released, once: [`Server::shutdown_steps`]
-/// records each step once.
+/// until `shutdown` is cancelled. The connections of both ports count against the same
+/// `max_connections` and `max_connections_per_ip`. At shutdown readiness and gRPC health turn
+/// off, both keep serving for `shutdown_delay_ms`, both stop accepting, both drain (together,
+/// within `drain_ms`), and only then are marks persisted and claims released, once:
+/// [`Server::shutdown_steps`] records each step once.
 ///
 /// # Errors
 ///
-/// The error of the final persist-and-release step, or of the gRPC server, if any.
+/// The error of the final persist-and-release step, if any.
 ///
 /// # Example
 ///
@@ -176,7 +190,9 @@ pub async fn serve_all(
     serve_endpoints(server, Some(http), grpc, shutdown).await
 }
 
-/// The one shutdown sequence, over whichever APIs are served.
+/// The one shutdown sequence, over whichever APIs are served. Both ports go through one
+/// admission (one [`Connections`] registry, one set of [`Limits`]) and one accept loop
+/// ([`accept`]), and drain through one [`GracefulShutdown`].
 async fn serve_endpoints(
     server: Arc<Server>,
     http: Option<TcpListener>,
@@ -185,15 +201,16 @@ async fn serve_endpoints(
 ) -> Result<(), Error> {
     // Cancelled after the shutdown delay: the listeners close then, not when `shutdown` is.
     let stop_accepting = CancellationToken::new();
+    let admission = Admission {
+        limits: Arc::new(Limits::new(server.config())),
+        connections: Arc::new(Connections::default()),
+    };
+    let graceful = GracefulShutdown::new();
+    let http = http.map(|listener| (listener, Port::http(&server)));
     #[cfg(feature = "grpc")]
-    let grpc = grpc.map(|listener| {
-        grpc::Endpoint::start(
-            Arc::clone(&server),
-            listener,
-            stop_accepting.clone(),
-            shutdown.clone(),
-        )
-    });
+    let grpc = grpc.map(|listener| (listener, Port::grpc(&server, shutdown.clone())));
+    #[cfg(not(feature = "grpc"))]
+    let grpc: Option<(TcpListener, Port)> = None;
     let sequence = async {
         shutdown.cancelled().await;
         server.report_not_ready();
@@ -207,61 +224,57 @@ async fn serve_endpoints(
         }
         stop_accepting.cancel();
     };
-    let accepting = async {
-        match http {
-            Some(listener) => Some(accept_http(&server, listener, &stop_accepting).await),
-            None => {
-                stop_accepting.cancelled().await;
-                None
+    let accept_on = |port: Option<(TcpListener, Port)>| {
+        let (server, admission, graceful, stop) = (&server, &admission, &graceful, &stop_accepting);
+        async move {
+            if let Some((listener, port)) = port {
+                accept(server, listener, port, admission, graceful, stop).await;
             }
         }
     };
-    let (graceful, ()) = tokio::join!(accepting, sequence);
-    #[cfg(feature = "grpc")]
-    if let Some(grpc) = &grpc {
-        grpc.stopped_accepting().await;
-    }
+    tokio::join!(accept_on(http), accept_on(grpc), sequence);
     server.step(ShutdownStep::StoppedAccepting);
     let drain = Duration::from_millis(server.config.drain_ms);
-    let http_drained = async {
-        if let Some(graceful) = graceful {
-            graceful.shutdown().await;
-        }
-    };
-    #[cfg(feature = "grpc")]
-    let grpc_drained = async {
-        match grpc {
-            Some(grpc) => grpc.drain().await,
-            None => Ok(()),
-        }
-    };
-    #[cfg(not(feature = "grpc"))]
-    let grpc_drained = async { Ok::<(), Error>(()) };
-    let drained = tokio::time::timeout(drain, async { tokio::join!(http_drained, grpc_drained).1 });
-    let grpc_result = match drained.await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!(
-                drain_ms = server.config.drain_ms,
-                "in-flight requests did not finish in time"
-            );
-            Ok(())
-        }
-    };
+    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!(
+            drain_ms = server.config.drain_ms,
+            "in-flight requests did not finish in time"
+        );
+    }
     server.step(ShutdownStep::Drained);
-    server.stop().await.and(grpc_result)
+    server.stop().await
 }
 
-/// Accepts HTTP connections on `listener` until `shutdown` is cancelled, then closes the
-/// listener and returns the handle that drains the open connections.
-async fn accept_http(
-    server: &Arc<Server>,
-    listener: TcpListener,
-    shutdown: &CancellationToken,
-) -> GracefulShutdown {
-    let router = http::router(Arc::clone(server));
-    let config = server.config();
-    let limits = Arc::new(Limits::new(config));
+/// What one port serves: its router, and the hyper settings of its connections.
+pub(crate) struct Port {
+    router: axum::Router,
+    builder: auto::Builder<TokioExecutor>,
+}
+
+impl Port {
+    /// The HTTP API, with idmint's HTTP/1 and HTTP/2 limits.
+    fn http(server: &Arc<Server>) -> Port {
+        Port { router: http::router(Arc::clone(server)), builder: builder(server.config()) }
+    }
+
+    /// A port serving `router` with the limits of every port, then `http2` applied to its
+    /// HTTP/2 settings (the gRPC port's flow-control windows).
+    #[cfg(feature = "grpc")]
+    pub(crate) fn with(
+        router: axum::Router,
+        config: &ServerConfig,
+        http2: impl FnOnce(&mut hyper_util::server::conn::auto::Http2Builder<'_, TokioExecutor>),
+    ) -> Port {
+        let mut builder = builder(config);
+        http2(&mut builder.http2());
+        Port { router, builder }
+    }
+}
+
+/// The hyper settings every port shares: the HTTP/1 header limit (the watchdog times
+/// headers), and HTTP/2's header limit, keep-alive pings, concurrent streams per connection
+/// and resets (rapid reset, CVE-2023-44487).
+fn builder(config: &ServerConfig) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -279,8 +292,27 @@ async fn accept_http(
         .max_pending_accept_reset_streams(config.http2_max_pending_resets)
         .max_local_error_reset_streams(config.http2_max_pending_resets)
         .timer(TokioTimer::new());
-    let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Connections::default());
+    builder
+}
+
+/// The one admission of both ports: their caps, and the open connections they count.
+struct Admission {
+    limits: Arc<Limits>,
+    connections: Arc<Connections>,
+}
+
+/// Accepts connections on `listener` until `shutdown` is cancelled, admits each one (caps
+/// and shedding), serves it with `port` under its watchdog, then closes the listener. The
+/// open connections drain through `graceful`.
+async fn accept(
+    server: &Arc<Server>,
+    listener: TcpListener,
+    port: Port,
+    admission: &Admission,
+    graceful: &GracefulShutdown,
+    shutdown: &CancellationToken,
+) {
+    let Port { router, builder } = port;
     let mut backoff = Duration::from_millis(1);
     loop {
         let accepted = tokio::select! {
@@ -300,7 +332,7 @@ async fn accept_http(
                 continue;
             }
         };
-        let conn = match connections.admit(peer, &limits, server) {
+        let conn = match admission.connections.admit(peer, &admission.limits, server) {
             Ok(conn) => conn,
             Err(reason) => {
                 server.http_metrics().connection_refused(reason);
@@ -326,10 +358,9 @@ async fn accept_http(
         };
         let served =
             graceful.watch(builder.serve_connection(TokioIo::new(io), service).into_owned());
-        tokio::spawn(watch(Arc::clone(server), conn, served, Arc::clone(&connections)));
+        tokio::spawn(watch(Arc::clone(server), conn, served, Arc::clone(&admission.connections)));
     }
     drop(listener);
-    graceful
 }
 
 /// Serves one connection until it ends, its watchdog finds a deadline passed, or it is shed.
@@ -375,6 +406,35 @@ struct Limits {
     per_ip: Option<usize>,
 }
 
+/// File descriptors kept out of `max_connections`: the listeners, data files, coordinator
+/// connections, and the accept that sheds an idle connection to make room for a new one.
+const FD_RESERVE: usize = 64;
+
+/// The soft limit on open files of this process (`RLIMIT_NOFILE`), from `/proc/self/limits`;
+/// None where that file is missing or says unlimited.
+fn open_files_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find_map(|line| line.strip_prefix("Max open files"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// `max_connections`, lowered to fit the open-files limit: at the limit, the accept loop
+/// sheds an idle connection for a new one while it can still accept, instead of failing to
+/// accept (EMFILE) with every descriptor held by connections that never send a request.
+fn connection_cap(configured: usize, open_files: Option<usize>) -> usize {
+    let Some(files) = open_files else { return configured };
+    let budget = files.saturating_sub(FD_RESERVE).max(1);
+    if budget < configured {
+        tracing::warn!(
+            max_connections = configured,
+            open_files_limit = files,
+            cap = budget,
+            "max_connections lowered to fit the open-files limit (ulimit -n), less {FD_RESERVE} for files and accepts"
+        );
+    }
+    configured.min(budget)
+}
+
 impl Limits {
     fn new(config: &ServerConfig) -> Self {
         Limits {
@@ -382,8 +442,8 @@ impl Limits {
             header: Duration::from_millis(config.header_timeout_ms),
             body: Duration::from_millis(config.body_timeout_ms),
             idle: Duration::from_millis(config.idle_timeout_ms),
-            max: config.max_connections,
-            per_ip: config.max_connections_per_ip,
+            max: connection_cap(config.max_connections, open_files_limit()),
+            per_ip: config.max_connections_per_ip.filter(|&cap| cap > 0),
         }
     }
 }
@@ -632,13 +692,68 @@ impl Conn {
     }
 }
 
-/// Binds a TCP listener, with a clear error.
+/// Binds a TCP listener with a listen backlog of [`DEFAULT_LISTEN_BACKLOG`], with a clear
+/// error.
 ///
 /// # Errors
 ///
 /// [`Error::Io`] when the address cannot be bound.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let listener = idmint_server::bind("127.0.0.1:0").await?;
+/// assert!(listener.local_addr().unwrap().port() > 0);
+/// # Ok::<(), idmint_server::Error>(())
+/// # }).unwrap();
+/// ```
 pub async fn bind(addr: &str) -> Result<TcpListener, Error> {
-    TcpListener::bind(addr).await.map_err(|e| Error::io(format!("cannot listen on {addr}"), e))
+    bind_with_backlog(addr, DEFAULT_LISTEN_BACKLOG).await
+}
+
+/// Binds a TCP listener on `addr` (an IP address and port, or a host name and port: the
+/// first of its addresses that binds) with a listen `backlog` of connections the kernel
+/// completes before the accept loop takes them: a burst of new connections waits there
+/// instead of being dropped and retried by the client after a second. `SO_REUSEADDR` is set,
+/// as by [`TcpListener::bind`].
+///
+/// # Errors
+///
+/// [`Error::Io`] when the address does not resolve or cannot be bound, or `backlog` is 0.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let listener = idmint_server::bind_with_backlog("127.0.0.1:0", 4096).await?;
+/// assert!(listener.local_addr().unwrap().port() > 0);
+/// assert!(idmint_server::bind_with_backlog("127.0.0.1:0", 0).await.is_err());
+/// # Ok::<(), idmint_server::Error>(())
+/// # }).unwrap();
+/// ```
+pub async fn bind_with_backlog(addr: &str, backlog: u32) -> Result<TcpListener, Error> {
+    let context = || format!("cannot listen on {addr}");
+    if backlog == 0 {
+        return Err(Error::io(
+            context(),
+            io::Error::new(io::ErrorKind::InvalidInput, "the listen backlog must be at least 1"),
+        ));
+    }
+    let mut last = io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing");
+    for resolved in tokio::net::lookup_host(addr).await.map_err(|e| Error::io(context(), e))? {
+        let socket = if resolved.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
+        let bound = socket.and_then(|socket| {
+            socket.set_reuseaddr(true)?;
+            socket.bind(resolved)?;
+            socket.listen(backlog)
+        });
+        match bound {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = e,
+        }
+    }
+    Err(Error::io(context(), last))
 }
 
 /// Marks a request in flight on its connection until dropped (with the response body).
@@ -864,6 +979,20 @@ mod tests {
         check(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", None);
         check(b"HTTP/1.1 431 partial head", None);
         check(b"\x00\x00\x12\x04", None);
+    }
+
+    #[test]
+    fn max_connections_fits_the_open_files_limit() {
+        let check = |configured, files, want| {
+            assert_eq!(connection_cap(configured, files), want, "{configured} with {files:?}");
+        };
+        check(10_000, None, 10_000);
+        check(10_000, Some(1_024), 960);
+        check(500, Some(1_024), 500);
+        check(10_000, Some(1_048_576), 10_000);
+        check(10, Some(20), 1);
+        // This process's own limit is read (Linux).
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! by their deadlines (counted from accept) while `/v1/next` keeps answering; the per-IP cap;
 //! idle connections shed at the connection limit; hyper's own answers (431, 400) carry
 //! idmint's JSON error; batch bodies of the wrong shape are refused; gRPC messages that do not
-//! decode are INVALID_ARGUMENT. Each hole is first shown open on a server whose limits are
-//! far away (the negative control), then closed. Timeouts are hundreds of ms, so each test
-//! takes about a second.
+//! decode are INVALID_ARGUMENT, and what tonic would take (a second message, an unknown
+//! `grpc-encoding`, a `content-type` that is not gRPC's) is refused; and every one of these
+//! rules holds on the gRPC port too (`grpc_port`: connection caps counted over both ports,
+//! deadlines, streams per connection, rapid reset). Each hole is first shown open on a server
+//! whose limits are far away (the negative control), then closed. Timeouts are hundreds of
+//! ms, so each test takes about a second.
 
 mod common;
 
@@ -133,9 +136,11 @@ fn idle_connections_are_closed_within_the_header_timeout_while_next_answers() {
         }
         server.get("/v1/next").ok();
     };
+    // 300 connections from one address: over the default per-IP cap, which is not tested here.
+    let uncapped = |config| ServerConfig { max_connections_per_ip: None, ..config };
     // The hole, reproduced with the deadlines far away: nothing closes them.
-    check(timeouts(FAR_MS, FAR_MS, FAR_MS, FAR_MS), false);
-    check(timeouts(200, 300, FAR_MS, FAR_MS), true);
+    check(uncapped(timeouts(FAR_MS, FAR_MS, FAR_MS, FAR_MS)), false);
+    check(uncapped(timeouts(200, 300, FAR_MS, FAR_MS)), true);
 }
 
 /// Sends a request header and then its body one byte every 50 ms; returns whether the server
@@ -449,6 +454,145 @@ mod grpc {
         }
     }
 
+    /// A call to `method` with these request messages and metadata, through tonic's client
+    /// (which sends whatever it is given): the first response message, or the status.
+    async fn call_with(
+        addr: SocketAddr,
+        method: &'static str,
+        messages: Vec<Vec<u8>>,
+        metadata: &[(&'static str, &'static str)],
+    ) -> Result<Vec<u8>, Status> {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("url")
+            .connect()
+            .await
+            .expect("connect");
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.expect("ready");
+        let mut request = Request::new(tokio_stream::iter(messages));
+        for (name, value) in metadata {
+            request
+                .metadata_mut()
+                .insert(*name, tonic::metadata::MetadataValue::from_static(value));
+        }
+        let path = PathAndQuery::from_static(method);
+        let mut stream = grpc.streaming(request, path, Raw).await?.into_inner();
+        stream.message().await?.ok_or_else(|| Status::unknown("no message"))
+    }
+
+    /// What tonic would take is refused with idmint's errors, counted: a `grpc-encoding`
+    /// the server does not decode (UNIMPLEMENTED, `unsupported_media_type`), a second
+    /// message on `Next` (INVALID_ARGUMENT, `bad_request`), and a `content-type` that is not
+    /// gRPC's (HTTP 415, trailers only: no message). Each beside its control, answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_tonic_would_take_is_refused() {
+        let server = Server::start(
+            ServerConfig::default(),
+            Arc::new(MemoryCoordinator::new()),
+            Arc::new(SystemClock),
+        )
+        .await
+        .expect("start");
+        let listener = idmint_server::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(idmint_server::serve_grpc(
+            Arc::clone(&server),
+            listener,
+            shutdown.clone(),
+        ));
+        const NEXT: &str = "/idmint.v1.IdMint/Next";
+        type Row = (
+            &'static str,
+            Vec<Vec<u8>>,
+            &'static [(&'static str, &'static str)],
+            Option<(Code, &'static str)>,
+        );
+        let rows: [Row; 6] = [
+            ("one message", vec![vec![]], &[], None),
+            ("identity encoding", vec![vec![]], &[("grpc-encoding", "identity")], None),
+            (
+                "gzip encoding",
+                vec![vec![]],
+                &[("grpc-encoding", "gzip")],
+                Some((Code::Unimplemented, "unsupported_media_type")),
+            ),
+            (
+                "unknown encoding",
+                vec![vec![]],
+                &[("grpc-encoding", "zstd-9000")],
+                Some((Code::Unimplemented, "unsupported_media_type")),
+            ),
+            (
+                "two messages",
+                vec![vec![], vec![]],
+                &[],
+                Some((Code::InvalidArgument, "bad_request")),
+            ),
+            (
+                "a second message after a whole one",
+                vec![vec![0x12, 0x03, b'h', b'e', b'x'], vec![0x12, 0x03, b'h', b'e', b'x']],
+                &[],
+                Some((Code::InvalidArgument, "bad_request")),
+            ),
+        ];
+        for (what, messages, metadata, want) in rows {
+            let answer = call_with(addr, NEXT, messages, metadata).await;
+            match want {
+                None => assert!(answer.is_ok_and(|m| !m.is_empty()), "{what}: not answered"),
+                Some((code, error)) => {
+                    let status = answer.expect_err(what);
+                    assert_eq!(status.code(), code, "{what}: {status:?}");
+                    assert_eq!(
+                        status.metadata().get("idmint-error").and_then(|v| v.to_str().ok()),
+                        Some(error),
+                        "{what}: {status:?}"
+                    );
+                }
+            }
+        }
+        let metrics = server.render_metrics();
+        assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"UNIMPLEMENTED\"}"), 2);
+        assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"INVALID_ARGUMENT\"}"), 2);
+
+        // A content-type that is not gRPC's: trailers only, no message; the control is
+        // answered with a message.
+        let frames = tokio::task::spawn_blocking(move || {
+            [("text/plain", 1), ("application/grpc", 3)].map(|(content_type, stream)| {
+                let mut conn = crate::common::h2::Conn::open(addr).expect("connect");
+                let call = crate::common::h2::call(stream, NEXT, content_type, &[&[]]);
+                conn.send(&call).expect("send");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                let mut frames = Vec::new();
+                while let Ok(Some(frame)) = conn.read(deadline) {
+                    let done =
+                        frame.stream == stream && frame.flags & crate::common::h2::END_STREAM != 0;
+                    frames.push(frame);
+                    if done {
+                        break;
+                    }
+                }
+                frames.into_iter().filter(|f| f.stream == stream).collect::<Vec<_>>()
+            })
+        })
+        .await
+        .expect("join");
+        let kinds =
+            |frames: &[crate::common::h2::Frame]| frames.iter().map(|f| f.kind).collect::<Vec<_>>();
+        use crate::common::h2::{DATA, HEADERS};
+        assert_eq!(kinds(&frames[0]), [HEADERS], "text/plain: {:?}", frames[0]);
+        assert_eq!(
+            kinds(&frames[1]),
+            [HEADERS, DATA, HEADERS],
+            "application/grpc: {:?}",
+            frames[1]
+        );
+        let metrics = server.render_metrics();
+        assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"UNIMPLEMENTED\"}"), 3);
+        shutdown.cancel();
+        task.await.expect("join").expect("serve");
+    }
+
     #[tokio::test]
     async fn malformed_messages_are_invalid_argument_and_counted() {
         let server = Server::start(
@@ -501,5 +645,315 @@ mod grpc {
         assert_eq!(metric(&metrics, "idmint_grpc_responses_total{code=\"INTERNAL\"}"), 0);
         shutdown.cancel();
         task.await.expect("join").expect("serve");
+    }
+}
+
+/// The rules of the HTTP port hold on the gRPC port: each case runs a probe against a server
+/// serving both ports (`serve_all`), first with the protection off or far away (the negative
+/// control: the probe must find the hole), then on (the probe must find it closed). After
+/// each run both ports still answer a new client.
+mod grpc_port {
+    use std::{
+        io::Write as _,
+        net::TcpStream,
+        sync::Arc,
+        time::{Duration, Instant},
+    };
+
+    use idmint_coord::MemoryCoordinator;
+    use idmint_proto::grpc::{IdMintClient, NextRequest};
+    use idmint_server::ServerConfig;
+
+    use super::{FAR_MS, all_closed_within, common, is_closed, timeouts};
+    use crate::common::{TestServer, check::metric, h2};
+
+    /// Far-away deadlines and no per-IP cap: the base of every case.
+    fn lax() -> ServerConfig {
+        ServerConfig { max_connections_per_ip: None, ..timeouts(FAR_MS, FAR_MS, FAR_MS, FAR_MS) }
+    }
+
+    struct Case {
+        name: &'static str,
+        /// The protection off (or far away).
+        off: ServerConfig,
+        /// The protection on.
+        on: ServerConfig,
+        /// Whether the protection acted.
+        probe: fn(&TestServer) -> bool,
+    }
+
+    fn grpc_addr(server: &TestServer) -> std::net::SocketAddr {
+        server.grpc.expect("serve_all")
+    }
+
+    /// Whether a new gRPC client gets an ID from `Next`.
+    fn next_answers(server: &TestServer) -> bool {
+        let url = format!("http://{}", grpc_addr(server));
+        server.runtime().block_on(async move {
+            let Ok(mut client) = IdMintClient::connect(url).await else { return false };
+            tokio::time::timeout(Duration::from_secs(2), client.next(NextRequest::default()))
+                .await
+                .is_ok_and(|answer| answer.is_ok_and(|r| r.into_inner().id.is_some()))
+        })
+    }
+
+    fn check(case: &Case) {
+        for (config, protected) in [(&case.off, false), (&case.on, true)] {
+            let server = TestServer::start_all(
+                config.clone(),
+                Arc::new(MemoryCoordinator::new()),
+                common::clock(0),
+            )
+            .expect("the server starts");
+            let acted = (case.probe)(&server);
+            assert_eq!(
+                acted,
+                protected,
+                "{}: protection {} but the probe found it {}:\n{}",
+                case.name,
+                if protected { "on" } else { "off" },
+                if acted { "acting" } else { "not acting" },
+                server.server.render_metrics()
+            );
+            // The probe's connections are gone once the server has seen them close.
+            common::check::wait_until(case.name, Duration::from_secs(3), || next_answers(&server));
+            assert_eq!(server.get("/v1/next").status, 200, "{}: /v1/next", case.name);
+        }
+    }
+
+    /// 300 connections with a call in flight (never shed): how many stay open.
+    fn busy_connections_held(server: &TestServer) -> bool {
+        let mut conns: Vec<h2::Conn> = (0..300)
+            .filter_map(|_| {
+                let mut conn = h2::Conn::open(grpc_addr(server)).ok()?;
+                conn.send(&h2::stalled_next(1)).ok()?;
+                Some(conn)
+            })
+            .collect();
+        accepted(server, 300);
+        let open =
+            conns.iter_mut().map(|c| is_closed(&mut c.stream)).filter(|closed| !closed).count();
+        super::note(&format!("300 busy gRPC connections: {open} open"));
+        open <= 100
+    }
+
+    /// Waits until the accept loop has taken `n` connections from the listen backlog: each
+    /// is open, was refused, or was closed by the server.
+    fn accepted(server: &TestServer, n: u64) {
+        common::check::wait_until("the connections accepted", Duration::from_secs(5), || {
+            let metrics = server.server.render_metrics();
+            let series = metrics.lines().filter(|line| {
+                line.starts_with("idmint_http_connections_open ")
+                    || line.starts_with("idmint_http_connections_refused_total{")
+                    || line.starts_with("idmint_http_connections_closed_total{")
+            });
+            let total: u64 =
+                series.filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok()).sum();
+            total >= n
+        });
+    }
+
+    /// Three HTTP connections from 127.0.0.1 with a body arriving: is a gRPC connection
+    /// from the same address refused?
+    fn per_ip_across_ports(server: &TestServer) -> bool {
+        let partial = b"POST /v1/batch HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{";
+        let _held: Vec<TcpStream> = (0..3)
+            .map(|_| {
+                let mut stream = TcpStream::connect(server.addr).expect("connect");
+                stream.write_all(partial).expect("write");
+                stream
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let refused = !next_answers(server);
+        if refused {
+            let metrics = server.server.render_metrics();
+            assert!(
+                metric(&metrics, "idmint_http_connections_refused_total{reason=\"per_ip\"}") >= 1,
+                "{metrics}"
+            );
+        }
+        refused
+    }
+
+    /// Closed within `limit` of `start`?
+    fn closed_within(conn: &mut h2::Conn, start: Instant, limit: Duration) -> bool {
+        all_closed_within(std::slice::from_mut(&mut conn.stream), start, limit).is_some()
+    }
+
+    /// A `Next` whose message never arrives: is its connection closed?
+    fn stalled_message(server: &TestServer) -> bool {
+        let mut conn = h2::Conn::open(grpc_addr(server)).expect("connect");
+        conn.send(&h2::stalled_next(1)).expect("send");
+        let closed = closed_within(&mut conn, Instant::now(), Duration::from_millis(1_200));
+        if closed {
+            let metrics = server.server.render_metrics();
+            assert_eq!(
+                metric(&metrics, "idmint_http_connections_closed_total{reason=\"body_timeout\"}"),
+                1,
+                "{metrics}"
+            );
+        }
+        closed
+    }
+
+    /// An HTTP/2 connection that never opens a stream (it answers the server's settings):
+    /// is it closed?
+    fn stream_less(server: &TestServer) -> bool {
+        let mut conn = h2::Conn::open(grpc_addr(server)).expect("connect");
+        conn.handshake(Duration::from_secs(2)).expect("settings");
+        closed_within(&mut conn, Instant::now(), Duration::from_millis(1_200))
+    }
+
+    /// A connection idle after one whole call: is it closed?
+    fn idle_after_a_call(server: &TestServer) -> bool {
+        let mut conn = h2::Conn::open(grpc_addr(server)).expect("connect");
+        conn.handshake(Duration::from_secs(2)).expect("settings");
+        let count_one: &[u8] = &[0x10, 0x01];
+        conn.send(&h2::call(1, "/idmint.v1.IdMint/Batch", "application/grpc", &[count_one]))
+            .expect("send");
+        let (frames, open) = conn.sync(Duration::from_secs(2)).expect("sync");
+        assert!(open, "closed during the call");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut answered = frames.iter().any(|f| f.kind == h2::DATA && f.stream == 1);
+        while !answered {
+            match conn.read(deadline).expect("the answer") {
+                Some(f) => answered = f.kind == h2::DATA && f.stream == 1,
+                None => panic!("closed before the answer"),
+            }
+        }
+        closed_within(&mut conn, Instant::now(), Duration::from_millis(1_200))
+    }
+
+    /// 11 calls in flight on one connection: is the 11th refused?
+    fn eleven_streams(server: &TestServer) -> bool {
+        let mut conn = h2::Conn::open(grpc_addr(server)).expect("connect");
+        let settings = conn.handshake(Duration::from_secs(2)).expect("settings");
+        let advertised = settings.setting(h2::MAX_CONCURRENT_STREAMS);
+        let streams: Vec<u8> = (0..11).flat_map(|i| h2::stalled_next(2 * i + 1)).collect();
+        conn.send(&streams).expect("send");
+        let (frames, open) = conn.sync(Duration::from_secs(2)).expect("sync");
+        let refused = frames.iter().any(|f| {
+            f.kind == h2::RST_STREAM && f.stream == 21 && f.error_code() == Some(h2::REFUSED_STREAM)
+        });
+        assert!(open, "the connection closed");
+        assert_eq!(refused, advertised == Some(10), "advertised {advertised:?}");
+        refused
+    }
+
+    /// 200 streams opened and reset at once: is the connection closed (GOAWAY)?
+    fn rapid_reset(server: &TestServer) -> bool {
+        let mut conn = h2::Conn::open(grpc_addr(server)).expect("connect");
+        conn.handshake(Duration::from_secs(2)).expect("settings");
+        let flood: Vec<u8> = (0..200)
+            .flat_map(|i| [h2::stalled_next(2 * i + 1), h2::reset(2 * i + 1)].concat())
+            .collect();
+        // The server may close while this is being written.
+        let _ = conn.send(&flood);
+        match conn.sync(Duration::from_secs(2)) {
+            Ok((frames, open)) => !open || frames.iter().any(|f| f.kind == h2::GOAWAY),
+            Err(_) => true,
+        }
+    }
+
+    /// 300 calls in flight from 127.0.0.1 against `max_connections` 300 (a stand-in for the
+    /// file descriptors of a server): does a client from 127.0.0.2 still get an ID?
+    fn another_address_is_served(server: &TestServer) -> bool {
+        let mut held: Vec<h2::Conn> = (0..300)
+            .filter_map(|_| {
+                let mut conn = h2::Conn::open(grpc_addr(server)).ok()?;
+                conn.send(&h2::stalled_next(1)).ok()?;
+                Some(conn)
+            })
+            .collect();
+        accepted(server, 300);
+        // Each held connection's call has reached the server (its PING is answered after
+        // its HEADERS), and the call's task has had time to start: none of them is idle.
+        for conn in &mut held {
+            let _ = conn.sync(Duration::from_secs(2));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let addr = grpc_addr(server);
+        let stream = server.runtime().block_on(async move {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind("127.0.0.2:0".parse().expect("address"))?;
+            socket.connect(addr).await?.into_std()
+        });
+        let Ok(stream) = stream else { return false };
+        stream.set_nonblocking(false).expect("blocking");
+        let mut conn = h2::Conn::from_stream(stream).expect("preface");
+        let next: &[u8] = &[];
+        if conn.send(&h2::call(1, "/idmint.v1.IdMint/Next", "application/grpc", &[next])).is_err() {
+            return false;
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match conn.read(deadline) {
+                Ok(Some(f)) if f.kind == h2::DATA && f.stream == 1 => return true,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return false,
+            }
+        }
+    }
+
+    #[test]
+    fn the_rules_of_the_http_port_hold_on_the_grpc_port() {
+        let cases = [
+            Case {
+                name: "max_connections counts gRPC connections (300 against 100)",
+                off: ServerConfig { max_connections: 10_000, ..lax() },
+                on: ServerConfig { max_connections: 100, ..lax() },
+                probe: busy_connections_held,
+            },
+            Case {
+                name: "max_connections_per_ip counts both ports together",
+                off: lax(),
+                on: ServerConfig { max_connections_per_ip: Some(3), ..lax() },
+                probe: per_ip_across_ports,
+            },
+            Case {
+                name: "the default per-IP cap leaves room for other addresses",
+                off: ServerConfig { max_connections: 300, ..lax() },
+                on: ServerConfig {
+                    max_connections: 300,
+                    max_connections_per_ip: ServerConfig::default().max_connections_per_ip,
+                    ..lax()
+                },
+                probe: another_address_is_served,
+            },
+            Case {
+                name: "a request message must arrive within body_timeout_ms",
+                off: lax(),
+                on: ServerConfig { body_timeout_ms: 200, ..lax() },
+                probe: stalled_message,
+            },
+            Case {
+                name: "a connection that opens no stream is closed",
+                off: lax(),
+                on: ServerConfig { first_byte_timeout_ms: 200, header_timeout_ms: 300, ..lax() },
+                probe: stream_less,
+            },
+            Case {
+                name: "a connection idle after its calls is closed",
+                off: lax(),
+                on: ServerConfig { idle_timeout_ms: 300, ..lax() },
+                probe: idle_after_a_call,
+            },
+            Case {
+                name: "http2_max_concurrent_streams bounds the calls of one connection",
+                off: lax(),
+                on: ServerConfig { http2_max_concurrent_streams: 10, ..lax() },
+                probe: eleven_streams,
+            },
+            Case {
+                name: "rapid reset closes the connection",
+                off: ServerConfig { http2_max_pending_resets: 10_000, ..lax() },
+                on: ServerConfig { http2_max_pending_resets: 20, ..lax() },
+                probe: rapid_reset,
+            },
+        ];
+        for case in &cases {
+            check(case);
+        }
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod check;
+pub(crate) mod h2;
 pub(crate) mod http;
 
 use std::{
@@ -30,6 +31,8 @@ pub(crate) struct TestServer {
     pub(crate) server: Arc<Server>,
     /// Where it listens.
     pub(crate) addr: SocketAddr,
+    /// Where it serves gRPC, when started with [`TestServer::start_all`].
+    pub(crate) grpc: Option<SocketAddr>,
     /// Cancelling this shuts the server down.
     pub(crate) shutdown: CancellationToken,
     task: Option<JoinHandle<Result<(), Error>>>,
@@ -42,6 +45,24 @@ impl TestServer {
         coordinator: Arc<dyn Coordinator>,
         wall: Arc<OffsetClock>,
     ) -> Result<TestServer, Error> {
+        TestServer::launch(config, coordinator, wall, false)
+    }
+
+    /// `Server::start` with these parts, then `serve_all` on two free ports (HTTP and gRPC).
+    pub(crate) fn start_all(
+        config: ServerConfig,
+        coordinator: Arc<dyn Coordinator>,
+        wall: Arc<OffsetClock>,
+    ) -> Result<TestServer, Error> {
+        TestServer::launch(config, coordinator, wall, true)
+    }
+
+    fn launch(
+        config: ServerConfig,
+        coordinator: Arc<dyn Coordinator>,
+        wall: Arc<OffsetClock>,
+        with_grpc: bool,
+    ) -> Result<TestServer, Error> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -51,9 +72,25 @@ impl TestServer {
         let listener = runtime.block_on(idmint_server::bind("127.0.0.1:0"))?;
         let addr = listener.local_addr().expect("local address");
         let shutdown = CancellationToken::new();
-        let task =
-            runtime.spawn(idmint_server::serve(Arc::clone(&server), listener, shutdown.clone()));
-        Ok(TestServer { runtime, server, addr, shutdown, task: Some(task) })
+        let (task, grpc) = if with_grpc {
+            let grpc = runtime.block_on(idmint_server::bind("127.0.0.1:0"))?;
+            let grpc_addr = grpc.local_addr().expect("local address");
+            let task = runtime.spawn(idmint_server::serve_all(
+                Arc::clone(&server),
+                listener,
+                Some(grpc),
+                shutdown.clone(),
+            ));
+            (task, Some(grpc_addr))
+        } else {
+            let task = runtime.spawn(idmint_server::serve(
+                Arc::clone(&server),
+                listener,
+                shutdown.clone(),
+            ));
+            (task, None)
+        };
+        Ok(TestServer { runtime, server, addr, grpc, shutdown, task: Some(task) })
     }
 
     /// A server on a `FileCoordinator` in `dir`.
