@@ -231,9 +231,11 @@ impl Availability {
             .into_iter()
             .map(|kind| KindReport {
                 kind,
-                run: self.spans.get(&(kind, false)).map(Span::report).unwrap_or_else(|| {
-                    Span::default().report()
-                }),
+                run: self
+                    .spans
+                    .get(&(kind, false))
+                    .map(Span::report)
+                    .unwrap_or_else(|| Span::default().report()),
                 faults: self.spans.get(&(kind, true)).map(Span::report),
             })
             .collect()

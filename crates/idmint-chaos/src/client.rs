@@ -57,8 +57,13 @@ pub(crate) fn http_client(
         let request = format!("GET /v1/batch?count={count} HTTP/1.1\r\nhost: idmint\r\n\r\n");
         while !shared.stopped() {
             let t = shared.recorder.now();
-            let invoke =
-                Event::Invoke { client: name.clone(), server: server.clone(), t, count, began: None };
+            let invoke = Event::Invoke {
+                client: name.clone(),
+                server: server.clone(),
+                t,
+                count,
+                began: None,
+            };
             if connection.is_none() {
                 match TcpStream::connect_timeout(&addr, TIMEOUT) {
                     Ok(stream) => {

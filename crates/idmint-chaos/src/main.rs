@@ -267,10 +267,8 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
     if !enough {
         eprintln!("   only {ids} IDs checked, fewer than --min-ids {}", args.min_ids);
     }
-    let availability: BTreeMap<String, &Vec<availability::KindReport>> = checked
-        .iter()
-        .map(|o| (o.scenario.to_owned(), &o.availability))
-        .collect();
+    let availability: BTreeMap<String, &Vec<availability::KindReport>> =
+        checked.iter().map(|o| (o.scenario.to_owned(), &o.availability)).collect();
     let summary = serde_json::json!({
         "ids": ids,
         "duplicates": duplicates,
