@@ -218,7 +218,11 @@ impl Buffer {
                     Some(_) => {}
                     None => waited_since = Some(state.fetches),
                 }
-                self.ask_for_refill();
+                // Woken even when a refill is already asked for: the task may have taken that
+                // request and sent nothing (its limit of IDs waiting was reached then), and
+                // nothing else would wake it now that the buffer is empty.
+                self.wanted.store(true, Ordering::Release);
+                self.want.notify_one();
             }
             fetched.await;
         }
@@ -350,6 +354,34 @@ mod tests {
         assert_eq!(buffer.next_slow().await, Err(ErrorKind::Closed.into()));
         buffer.deliver(Ok(ids(10..20)));
         assert_eq!(buffer.next_slow().await, Err(ErrorKind::Closed.into()));
+    }
+
+    /// The refill task may take a request and send nothing (its limit of IDs waiting was
+    /// reached), leaving the request standing. A caller that then finds the buffer empty must
+    /// wake the task again, or both wait for each other for ever (seen in the chaos harness as
+    /// a prefetching client that stopped for 25 s while an etcd member was paused).
+    #[tokio::test]
+    async fn a_caller_that_finds_the_buffer_empty_wakes_the_refill_task_again() {
+        let buffer = Arc::new(Buffer::new(1));
+        buffer.ask_for_refill();
+        // The task takes the request and, at its limit, sends nothing: the request stands.
+        buffer.wanted().await;
+        assert!(buffer.is_wanted());
+        let caller = {
+            let buffer = Arc::clone(&buffer);
+            tokio::spawn(async move { buffer.next_slow().await })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let woken = std::pin::pin!(buffer.wanted());
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(
+            woken.poll(&mut context).is_ready(),
+            "the waiting caller did not wake the refill task"
+        );
+        buffer.deliver(Ok(ids(3..4)));
+        assert_eq!(caller.await.unwrap(), Ok(AnyId::U64(3)));
     }
 
     #[test]
