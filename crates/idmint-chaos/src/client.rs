@@ -167,12 +167,14 @@ pub(crate) async fn grpc_client(
 ) {
     while !shared.stopped() {
         let started = shared.recorder.now();
-        let invoke = |t| Event::Invoke {
+        // Every message is an operation invoked when the call began (for the checker); what
+        // clients saw is measured from the message before it (`began`).
+        let invoke = |t, began| Event::Invoke {
             client: name.clone(),
             server: server.clone(),
             t,
             count,
-            began: None,
+            began,
         };
         let call = async {
             let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
@@ -200,33 +202,36 @@ pub(crate) async fn grpc_client(
             Err(error) => {
                 // The call never started: nothing was issued for it.
                 let t = shared.recorder.now();
-                shared.record(&[invoke(started), Event::Fail { client: name.clone(), t, error }]);
+                let failed = Event::Fail { client: name.clone(), t, error };
+                shared.record(&[invoke(started, None), failed]);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
+        let mut since = shared.recorder.now();
         while !shared.stopped() {
             let next = tokio::time::timeout(TIMEOUT, stream.message()).await;
             let t = shared.recorder.now();
+            let invoke = |began: u64| invoke(started, Some(began));
             match next {
                 Ok(Ok(Some(batch))) => {
                     shared.record(&[
-                        invoke(started),
+                        invoke(since),
                         Event::Ok { client: name.clone(), t, ids: batch.ids },
                     ]);
+                    since = t;
                 }
                 Ok(Ok(None)) => break,
                 Ok(Err(status)) => {
                     // An error status ends the call: whatever it was making is unknown.
                     let error = format!("{}: {}", status.code(), status.message());
-                    shared
-                        .record(&[invoke(started), Event::Info { client: name.clone(), t, error }]);
+                    shared.record(&[invoke(since), Event::Info { client: name.clone(), t, error }]);
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     break;
                 }
                 Err(_) => {
                     shared.record(&[
-                        invoke(started),
+                        invoke(since),
                         Event::Info { client: name.clone(), t, error: "no message in time".into() },
                     ]);
                     break;
