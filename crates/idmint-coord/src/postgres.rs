@@ -148,7 +148,7 @@ impl Default for PostgresOptions {
 ///
 /// **Failover and restore (the post-promotion bump).** A standby replicated asynchronously
 /// may lack the last ranges its primary committed; promoted, it would hand them out again
-/// (`reliability.md` F11). So the store refuses a standby ([`Error::Standby`]) and records, in
+/// (RELIABILITY.md, T18). So the store refuses a standby ([`Error::Standby`]) and records, in
 /// the row `history` of `idmint_meta`, the identity of the cluster it hands ranges out from:
 /// its `system_identifier` (new at `initdb`, kept by `pg_basebackup`) and its current
 /// timeline (the first field of `pg_walfile_name(pg_current_wal_lsn())`, which a promotion or

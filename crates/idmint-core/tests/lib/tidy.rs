@@ -1,6 +1,7 @@
 //! Source rules, checked as tests: every `.rs` file of the workspace's crates opens with a
 //! `//!` line, the core's sources neither sleep, touch files or the network, use tokio, nor
-//! skip or invert tests, and ARCHITECTURE.md's crate graph is the manifests' one.
+//! skip or invert tests, ARCHITECTURE.md's crate graph is the manifests' one, and nothing in
+//! the repository cites what is outside it (an issue tracker, reference notes).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -168,4 +169,108 @@ fn the_crate_graph_matches_architecture_md() {
         architecture.replacen("idmint-client, idmint-proto (the load", "idmint-proto (the load", 1);
     assert_ne!(dropped, architecture, "the control edits the document");
     assert_ne!(documented_graph(&dropped), actual);
+}
+
+/// The files a reader of the repository reads: every text file of the crates, the scripts,
+/// CI, deploy and the JavaScript client, and the top-level documents (not generated or
+/// vendored folders).
+fn repository_text_files() -> Vec<PathBuf> {
+    let root = crates_dir().join("..");
+    let mut files = Vec::new();
+    let mut pending: Vec<PathBuf> =
+        ["crates", "scripts", ".ci", "deploy", "clients", "docs", "fuzz"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            if path.is_dir() {
+                if !["target", "node_modules", "corpus", "artifacts", "testdata"]
+                    .contains(&name.as_str())
+                    && (!name.starts_with('.') || name == ".ci")
+                {
+                    pending.push(path);
+                }
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    for entry in fs::read_dir(&root).expect("the repository root") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Where `text` cites something that is not in the repository: the project's issue tracker
+/// (an issue by its number), the reference material it was built from, or a file outside the tree.
+fn outside_references(text: &str) -> Vec<String> {
+    // Spelled in pieces so that this file does not trip its own rule.
+    let banned = [
+        ["reliability", ".md"].concat(),
+        ["seed ", "00"].concat(),
+        ["Seed ", "00"].concat(),
+        ["upstream-", "behaviour"].concat(),
+        ["peers", ".md"].concat(),
+        ["../", "shared"].concat(),
+    ];
+    let mut found: Vec<String> =
+        banned.iter().filter(|b| text.contains(b.as_str())).map(|b| format!("`{b}`")).collect();
+    // A tracker's issue: the word, then its number ("#" optional); not a verb and a quantity
+    // ("can issue 4,096 IDs", "issues 64 IDs per ms").
+    let lower = text.to_lowercase();
+    for (at, _) in lower.match_indices("issue") {
+        let rest = &lower[at + "issue".len()..];
+        let rest = match rest.strip_prefix("s #") {
+            Some(rest) => rest,
+            None => match rest.strip_prefix(" #").or_else(|| rest.strip_prefix(' ')) {
+                Some(rest) => rest,
+                None => continue,
+            },
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let after = rest[digits.len()..].chars().next();
+        if !digits.is_empty() && !matches!(after, Some(',' | '.' | '_')) {
+            found.push(format!("issue {digits}"));
+        }
+    }
+    found
+}
+
+#[test]
+fn nothing_cites_what_is_outside_the_repository() {
+    let files = repository_text_files();
+    assert!(files.iter().any(|f| f.ends_with("README.md")), "the walk found the README");
+    assert!(files.iter().any(|f| f.ends_with("scripts/chaos")), "the walk found the scripts");
+    let offenders: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let text = fs::read_to_string(file).ok()?;
+            let found = outside_references(&text);
+            (!found.is_empty()).then(|| format!("{}: {}", file.display(), found.join(", ")))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "name the upstream project, the RFC, or a section of DESIGN.md or RELIABILITY.md instead:\n{}",
+        offenders.join("\n")
+    );
+    // The rule itself: each kind of citation is caught, and a quantity is not.
+    let cited = [
+        ["see iss", "ue 12"].concat(),
+        ["Iss", "ue 9's fix"].concat(),
+        ["reliability", ".md T3"].concat(),
+        ["seed ", "001"].concat(),
+    ];
+    for cited in &cited {
+        assert!(!outside_references(cited).is_empty(), "`{cited}` passed");
+    }
+    assert!(outside_references("a node can issue 4,096 IDs per ms").is_empty());
 }
