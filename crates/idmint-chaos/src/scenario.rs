@@ -398,10 +398,12 @@ impl Run {
         Ok((list.join(","), proxies))
     }
 
-    /// Flags of a server against etcd (`endpoints`) with this lease TTL and window. The run's
-    /// servers share one data directory, which remembers the cluster they claim on.
+    /// Flags of a server against etcd (`endpoints`) with this lease TTL and window, for the
+    /// next node. Each server has a data directory of its own, as on its own host: it remembers
+    /// the cluster the server claims on and the marks it stored (shared, one server's memory
+    /// would protect another, and hide what a negative control removes).
     fn etcd_args(&self, endpoints: &str, ttl: u32, window_ms: u64, extra: &[&str]) -> Vec<String> {
-        let data = self.dir.join("fleet-data").display().to_string();
+        let data = self.dir.join(format!("data-s{}", self.nodes.len())).display().to_string();
         let mut args: Vec<String> = [
             "--etcd",
             endpoints,

@@ -1,7 +1,8 @@
 //! T21: etcd restored from a snapshot. Two servers under load on a one-member etcd; a snapshot
 //! is saved, load goes on (the marks move past the snapshot's), then the servers are killed
 //! and etcd is lost. The snapshot is restored into a new cluster (new ports, new cluster ID),
-//! and the servers are restarted against it with their clocks set back: its marks are the
+//! and the servers are restarted against it, on new hosts (new data directories), with their
+//! clocks set back: its marks are the
 //! snapshot's, behind the IDs issued after it. The restore guard must refuse to claim until
 //! `idmint lease adopt-cluster` raised every mark; the harness does what an operator would: it
 //! adopts only when the server refused. Without the guard (`no-restore-guard`) the servers
@@ -61,8 +62,16 @@ pub(super) fn etcd_restore(run: &mut Run) -> Result<(), ChaosError> {
     for &i in &servers {
         run.nodes[i].set_flag("--etcd", &new_endpoints);
         run.nodes[i].set_clock(-CLOCK_BACK_S)?;
+        // The hosts are replaced too (new data directories): a server that keeps its own data
+        // directory remembers its marks and starts above them whatever etcd says, which would
+        // hide what the restore guard's negative control removes.
+        let fresh = run.dir.join(format!("data-{}-replaced", run.nodes[i].name));
+        run.nodes[i].set_flag("--data-dir", &fresh.display().to_string());
         let name = run.nodes[i].name.clone();
-        run.fired("clock_restart_back", format!("{name} restarts at -{CLOCK_BACK_S} s"));
+        run.fired(
+            "clock_restart_back",
+            format!("{name} restarts at -{CLOCK_BACK_S} s on a new host"),
+        );
     }
     match run.nodes[servers[0]].start() {
         Err(ChaosError::Server(log)) if log.contains(REFUSAL) => {
