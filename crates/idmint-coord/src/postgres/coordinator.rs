@@ -318,24 +318,81 @@ impl PostgresCoordinator {
     /// [`Error::Unavailable`] when the database does not answer.
     pub async fn list(&self) -> Result<Vec<PostgresClaimRow>, Error> {
         let rows = self.inner.store.query("list the claims", LIST, &[], &[]).await?;
-        let get = |e: tokio_postgres::Error| unavailable(format!("read a claim row: {e}"));
-        rows.iter()
-            .map(|row| {
-                let generator_id: i64 = row.try_get(1).map_err(get)?;
-                let epoch: i64 = row.try_get(3).map_err(get)?;
-                let mark_ms: Option<i64> = row.try_get(5).map_err(get)?;
-                Ok(PostgresClaimRow {
-                    namespace: row.try_get(0).map_err(get)?,
-                    generator_id: generator_id.max(0) as u64,
-                    holder: row.try_get(2).map_err(get)?,
-                    epoch: epoch.max(0) as u64,
-                    lease_left_ms: row.try_get(4).map_err(get)?,
-                    mark_ms: mark_ms.map(|m| m.max(0) as u64),
-                    layout: row.try_get(6).map_err(get)?,
-                })
-            })
-            .collect()
+        rows_of(&rows)
     }
+
+    /// Every claim row of the database at `config`, read-only: one connection that creates,
+    /// checks and raises nothing (for `idmint lease list`). No table yet reads as no rows.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] for an unreadable connection string, [`Error::Unavailable`]
+    /// when the database does not answer within `timeout`.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use idmint_coord::PostgresCoordinator;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let rows = PostgresCoordinator::list_at("postgresql://idmint@127.0.0.1/idmint", Duration::from_secs(5)).await?;
+    /// for row in rows.iter().filter(|r| r.held()) {
+    ///     println!("{} {} held by {}", row.namespace, row.generator_id, row.holder);
+    /// }
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn list_at(config: &str, timeout: Duration) -> Result<Vec<PostgresClaimRow>, Error> {
+        let config: tokio_postgres::Config = config.parse().map_err(|e| {
+            Error::InvalidRequest(format!("invalid postgres connection string: {e}"))
+        })?;
+        let read = async {
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(|e| super::failed("connect", &e))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let exists: bool = client
+                .query_one("SELECT to_regclass('idmint_claims') IS NOT NULL", &[])
+                .await
+                .and_then(|row| row.try_get(0))
+                .map_err(|e| super::failed("look for idmint_claims", &e))?;
+            if !exists {
+                return Ok(Vec::new());
+            }
+            let rows =
+                client.query(LIST, &[]).await.map_err(|e| super::failed("list the claims", &e))?;
+            rows_of(&rows)
+        };
+        tokio::time::timeout(timeout, read)
+            .await
+            .map_err(|_| unavailable(format!("no answer within {timeout:?}")))?
+    }
+}
+
+/// Reads the rows of [`LIST`].
+fn rows_of(rows: &[tokio_postgres::Row]) -> Result<Vec<PostgresClaimRow>, Error> {
+    let get = |e: tokio_postgres::Error| unavailable(format!("read a claim row: {e}"));
+    rows.iter()
+        .map(|row| {
+            let generator_id: i64 = row.try_get(1).map_err(get)?;
+            let epoch: i64 = row.try_get(3).map_err(get)?;
+            let mark_ms: Option<i64> = row.try_get(5).map_err(get)?;
+            Ok(PostgresClaimRow {
+                namespace: row.try_get(0).map_err(get)?,
+                generator_id: generator_id.max(0) as u64,
+                holder: row.try_get(2).map_err(get)?,
+                epoch: epoch.max(0) as u64,
+                lease_left_ms: row.try_get(4).map_err(get)?,
+                mark_ms: mark_ms.map(|m| m.max(0) as u64),
+                layout: row.try_get(6).map_err(get)?,
+            })
+        })
+        .collect()
 }
 
 impl Inner {

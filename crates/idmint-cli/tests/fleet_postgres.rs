@@ -1,0 +1,148 @@
+//! Fleet mode on Postgres with real binaries: `idmint serve --coordinator postgres --postgres
+//! URL` processes against a real PostgreSQL server (`idmint_coord::testing::Postgres`). Two
+//! servers get distinct generator IDs and their IDs never repeat; `idmint lease list
+//! --postgres` shows both claims, and after SIGTERM the released claim and its kept mark; the
+//! lease upkeep of an idle server is measured from the table's update counter. Every process is
+//! started by the test and stopped by its PID only. Without PostgreSQL the test skips, saying
+//! why, unless `CI=true`.
+
+#![cfg(feature = "postgres")]
+
+#[path = "../../idmint-server/tests/common/check.rs"]
+mod check;
+mod common;
+#[path = "../../idmint-server/tests/common/http.rs"]
+mod http;
+
+use std::{
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use common::{Server, idmint, poll};
+use idmint_coord::testing::{self, Postgres};
+
+/// How long a server may take to start, or to stop after SIGTERM.
+const PROCESS_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Starts `idmint serve --coordinator postgres` on its own data directory and waits until it
+/// is ready.
+fn start(name: &str, url: &str, data_dir: &str) -> Server {
+    let mut command = idmint(
+        [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--coordinator",
+            "postgres",
+            "--postgres",
+            url,
+            "--data-dir",
+            data_dir,
+        ],
+        &[],
+    );
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    let server = Server::adopt(name, command.spawn().expect("start idmint serve"), PROCESS_TIMEOUT);
+    let ready = poll(PROCESS_TIMEOUT, || {
+        http::send(server.addr, "GET", "/readyz", &[], None).ok().is_some_and(|r| r.status == 200)
+    });
+    assert!(ready, "{name} did not become ready:\n{}", server.log_text());
+    server
+}
+
+fn generator_id(server: &Server) -> u64 {
+    server.get("/v1/namespaces").ok().json()["namespaces"][0]["generator_id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{} holds no generator id", server.name))
+}
+
+/// `idmint lease list --postgres URL --json`, parsed.
+fn lease_list(url: &str) -> serde_json::Value {
+    let output = idmint(["lease", "list", "--json", "--postgres", url], &[])
+        .output()
+        .expect("run idmint lease list");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("lease list --json is JSON")
+}
+
+fn entry(listing: &serde_json::Value, generator_id: u64) -> serde_json::Value {
+    listing["entries"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["generator_id"] == generator_id))
+        .cloned()
+        .unwrap_or_else(|| panic!("no entry for generator {generator_id}: {listing:#}"))
+}
+
+/// Rows updated in `idmint_claims` so far (every renewal and every mark write is one).
+fn updates(server: &Postgres) -> u64 {
+    // Pending statistics of other sessions are flushed within a second or so; force ours.
+    let sql = "select pg_stat_force_next_flush(); \
+               select n_tup_upd from pg_stat_user_tables where relname = 'idmint_claims'";
+    let out = server.psql(sql).expect("read the update counter");
+    out.lines().last().unwrap_or_default().trim().parse().unwrap_or(0)
+}
+
+/// Prints a measured number (shown with `--nocapture`).
+#[allow(clippy::print_stderr, reason = "the measured numbers")]
+fn measured(line: &str) {
+    eprintln!("{line}");
+}
+
+#[test]
+fn two_servers_on_postgres_get_distinct_generator_ids_and_never_repeat() {
+    let Some(pg) = testing::available(Postgres::start()) else { return };
+    let url = pg.url();
+    let dirs = [tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir")];
+    let path = |i: usize| dirs[i].path().to_string_lossy().into_owned();
+    let mut a = start("server a", &url, &path(0));
+    let b = start("server b", &url, &path(1));
+    let (ga, gb) = (generator_id(&a), generator_id(&b));
+    assert_ne!(ga, gb, "two servers share generator id {ga}");
+
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        for server in [&a, &b] {
+            ids.extend(server.get("/v1/batch?count=1000").ids());
+        }
+    }
+    let unique = check::assert_unique(&ids);
+    assert_eq!(ids.len(), 100_000);
+
+    let listing = lease_list(&url);
+    assert_eq!(listing["store"], "postgres");
+    for (server, id) in [(&a, ga), (&b, gb)] {
+        let held = entry(&listing, id);
+        assert_eq!(held["claimed"], true, "{held:#}");
+        let holder = held["holder"].as_str().unwrap_or_default();
+        assert!(holder.contains(&format!("pid {}", server.pid())), "{held:#}");
+        assert!(held["mark_ms"].as_u64().is_some(), "{held:#}");
+    }
+
+    // Idle upkeep: renewals and mark writes of two idle servers, from the table's counter.
+    let (before, started) = (updates(&pg), Instant::now());
+    std::thread::sleep(Duration::from_secs(30));
+    let (after, elapsed) = (updates(&pg), started.elapsed());
+    let per_server = (after - before) as f64 / elapsed.as_secs_f64() / 2.0;
+    measured(&format!(
+        "postgres idle upkeep: {} updates of idmint_claims in {:.1} s by 2 idle servers: {per_server:.2} per second per server",
+        after - before,
+        elapsed.as_secs_f64()
+    ));
+    assert!(after > before, "idle servers must still renew their leases");
+
+    let mark = entry(&lease_list(&url), ga)["mark_ms"].as_u64().expect("mark");
+    a.signal("TERM");
+    assert!(a.wait_exit(PROCESS_TIMEOUT).success(), "{}", a.full_log());
+    let released = entry(&lease_list(&url), ga);
+    assert_eq!(released["claimed"], false, "released on shutdown: {released:#}");
+    assert!(released["mark_ms"].as_u64().is_some_and(|m| m >= mark), "the mark stays");
+    // The freed generator ID goes to the next server, which starts above the kept mark.
+    let c = start("server c", &url, &path(0));
+    assert_eq!(generator_id(&c), ga);
+    let more = c.get("/v1/batch?count=1000").ids();
+    assert!(more.iter().all(|&id| check::time_ms(&check::snowflake(), id) > mark));
+    ids.extend(more);
+    check::report("two_servers_on_postgres", unique);
+    check::assert_unique(&ids);
+}
