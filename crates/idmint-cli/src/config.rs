@@ -88,6 +88,9 @@ pub(crate) struct FileConfig {
     pub(crate) counters: Option<CountersArg>,
     /// Where generator-ID claims and marks live.
     pub(crate) coordinator: Option<CoordinatorArg>,
+    /// The default namespace's generator ID is the StatefulSet ordinal of $HOSTNAME.
+    #[serde(default)]
+    pub(crate) generator_id_from_hostname: bool,
     /// etcd endpoints (fleet mode).
     pub(crate) etcd: Option<Vec<String>>,
     pub(crate) etcd_prefix: Option<String>,

@@ -177,6 +177,16 @@ pub(crate) struct Args {
     /// Fixed generator ID of the default namespace [default: the lowest free one].
     #[arg(long, env = "IDMINT_GENERATOR_ID", value_name = "N")]
     generator_id: Option<u64>,
+    /// Take the default namespace's fixed generator ID from the StatefulSet ordinal at the end
+    /// of $HOSTNAME (`idmint-7` serves generator 7); a hostname without one, or an ordinal
+    /// outside the layout's range, is refused at start [default: false; the file's
+    /// `generator_id_from_hostname`].
+    #[arg(
+        long,
+        env = "IDMINT_GENERATOR_ID_FROM_HOSTNAME",
+        conflicts_with_all = ["generator_id", "generator_pool", "generators"]
+    )]
+    generator_id_from_hostname: bool,
     /// Claim only among the first N generator IDs (0..N) of the default namespace
     /// [default: all the layout has].
     #[arg(long, env = "IDMINT_GENERATOR_POOL", value_name = "N", conflicts_with = "generator_id")]
@@ -269,6 +279,22 @@ enum Store {
         url: String,
         lease_ttl: u32,
     },
+}
+
+/// The StatefulSet ordinal at the end of a pod's hostname (`idmint-7` → 7): the digits after
+/// the last `-`. The layout checks the range, as for --generator-id.
+fn ordinal(hostname: &str) -> anyhow::Result<u64> {
+    let digits = hostname.rsplit_once('-').map(|(_, tail)| tail).unwrap_or_default();
+    let ordinal = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse::<u64>().ok())
+        .flatten();
+    ordinal.with_context(|| {
+        format!(
+            "--generator-id-from-hostname: the hostname `{hostname}` does not end in a \
+             StatefulSet ordinal (`<name>-<n>`, as in `idmint-7`); set $HOSTNAME or give \
+             --generator-id"
+        )
+    })
 }
 
 /// The lease TTL of `--coordinator postgres` without --lease-ttl, in seconds.
@@ -493,6 +519,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     if args.generators.is_some() {
         default.generators = args.generators;
+    }
+    let flag_picks_id = args.generator_id.is_some() || args.generator_pool.is_some();
+    if args.generator_id_from_hostname || (file.generator_id_from_hostname && !flag_picks_id) {
+        let hostname = std::env::var("HOSTNAME").unwrap_or_default();
+        default.generator_id = Some(ordinal(&hostname)?);
+        default.generator_pool = None;
+        default.generators = None;
     }
     if args.token.is_some() {
         default.token.clone_from(&args.token);
@@ -977,6 +1010,23 @@ mod tests {
             resolve(&["--postgres-promotion-counter-margin", "3"], ""),
             Err("--postgres-promotion-counter-margin needs --postgres".into())
         );
+    }
+
+    #[test]
+    fn an_ordinal_is_the_number_after_the_last_dash() {
+        for (hostname, want) in [
+            ("idmint-7", Some(7)),
+            ("idmint-0", Some(0)),
+            ("my-app-12", Some(12)),
+            ("web", None),
+            ("web-", None),
+            ("", None),
+            ("idmint-7a", None),
+            ("idmint--1", Some(1)),
+            ("idmint-99999999999999999999999", None),
+        ] {
+            assert_eq!(super::ordinal(hostname).ok(), want, "{hostname:?}");
+        }
     }
 
     #[test]
