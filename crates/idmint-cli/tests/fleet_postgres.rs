@@ -28,6 +28,13 @@ const PROCESS_TIMEOUT: Duration = Duration::from_secs(15);
 /// Starts `idmint serve --coordinator postgres` on its own data directory and waits until it
 /// is ready.
 fn start(name: &str, url: &str, data_dir: &str) -> Server {
+    let server = spawn(name, url, data_dir, &[]);
+    assert!(poll(PROCESS_TIMEOUT, || ready(&server)), "{name} not ready:\n{}", server.log_text());
+    server
+}
+
+/// Starts `idmint serve --coordinator postgres <extra>` and waits for its "serving" line only.
+fn spawn(name: &str, url: &str, data_dir: &str, extra: &[&str]) -> Server {
     let mut command = idmint(
         [
             "serve",
@@ -42,13 +49,12 @@ fn start(name: &str, url: &str, data_dir: &str) -> Server {
         ],
         &[],
     );
-    command.stdout(Stdio::null()).stderr(Stdio::piped());
-    let server = Server::adopt(name, command.spawn().expect("start idmint serve"), PROCESS_TIMEOUT);
-    let ready = poll(PROCESS_TIMEOUT, || {
-        http::send(server.addr, "GET", "/readyz", &[], None).ok().is_some_and(|r| r.status == 200)
-    });
-    assert!(ready, "{name} did not become ready:\n{}", server.log_text());
-    server
+    command.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
+    Server::adopt(name, command.spawn().expect("start idmint serve"), PROCESS_TIMEOUT)
+}
+
+fn ready(server: &Server) -> bool {
+    http::send(server.addr, "GET", "/readyz", &[], None).ok().is_some_and(|r| r.status == 200)
 }
 
 fn generator_id(server: &Server) -> u64 {
@@ -145,4 +151,39 @@ fn two_servers_on_postgres_get_distinct_generator_ids_and_never_repeat() {
     ids.extend(more);
     check::report("two_servers_on_postgres", unique);
     check::assert_unique(&ids);
+}
+
+/// A holder killed with SIGKILL: a spare waiting for the one generator ID of a pool takes it
+/// over once the lease expired by the database's clock, and starts above the holder's mark.
+/// The time from the kill to the spare's readiness is printed (target: the TTL + 1 s).
+#[test]
+fn a_spare_takes_over_a_killed_holder_within_the_lease() {
+    let Some(pg) = testing::available(Postgres::start()) else { return };
+    let url = pg.url();
+    let dirs = [tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir")];
+    let path = |i: usize| dirs[i].path().to_string_lossy().into_owned();
+    let fleet = ["--generator-pool", "1", "--lease-ttl", "2", "--claim-retry-ms", "100"];
+    let mut holder = spawn("holder", &url, &path(0), &fleet);
+    assert!(poll(PROCESS_TIMEOUT, || ready(&holder)), "{}", holder.log_text());
+    let mut spare_args = fleet.to_vec();
+    spare_args.push("--wait-for-claim");
+    let spare = spawn("spare", &url, &path(1), &spare_args);
+    assert!(!ready(&spare), "the spare must wait: the only generator id is held");
+    let mut ids = holder.get("/v1/batch?count=1000").ids();
+    // Let a renewal or two pass, so that the kill lands mid-lease.
+    std::thread::sleep(Duration::from_millis(1_500));
+    ids.extend(holder.get("/v1/batch?count=1000").ids());
+    let mark = entry(&lease_list(&url), 0)["mark_ms"].as_u64().expect("mark");
+    holder.kill9();
+    let killed = Instant::now();
+    assert!(poll(Duration::from_secs(15), || ready(&spare)), "{}", spare.log_text());
+    let takeover = killed.elapsed();
+    measured(&format!(
+        "postgres takeover: spare ready {} ms after the holder's SIGKILL (lease ttl 2000 ms, claim retry 100 ms)",
+        takeover.as_millis()
+    ));
+    let after = spare.get("/v1/batch?count=1000").ids();
+    assert!(after.iter().all(|&id| check::time_ms(&check::snowflake(), id) > mark));
+    ids.extend(after);
+    check::report("a_spare_takes_over_a_killed_holder", check::assert_unique(&ids));
 }
