@@ -290,7 +290,6 @@ fn list_postgres(url: &str, namespace: Option<&str>, now_ms: u64) -> anyhow::Res
             namespace: Some(row.namespace),
             generator_id: row.generator_id,
             holder: Some(row.holder),
-            lease_id: Some(format!("epoch {}", row.epoch)),
             mark_ms: row.mark_ms,
             layout: row.layout,
             ..Entry::default()

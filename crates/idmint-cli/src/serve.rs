@@ -531,6 +531,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         default.token.clone_from(&args.token);
     }
     let controls = args.controls.apply(matches!(store, Store::Etcd(_)))?;
+    anyhow::ensure!(
+        !controls.no_durable_mark || matches!(store, Store::File(_)),
+        "--unsafe-no-durable-mark is for the embedded store"
+    );
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
 }

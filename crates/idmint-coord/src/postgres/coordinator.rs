@@ -281,6 +281,24 @@ impl PostgresCoordinator {
     /// take a generator ID whatever its lease (no exclusive check) and whose mark writes
     /// compare neither epoch nor lease, so that tests can show they catch what this lets
     /// through. Never enable the feature in a build that serves.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{
+    ///     ClaimRequest, Coordinator, GeneratorIds, PostgresCoordinator, PostgresLeaseOptions,
+    ///     PostgresOptions,
+    /// };
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let url = "postgresql://idmint@127.0.0.1/idmint";
+    /// let coordinator =
+    ///     PostgresCoordinator::connect(url, PostgresOptions::default(), PostgresLeaseOptions::default())
+    ///         .await?;
+    /// let unsafe_control = coordinator.without_fence();
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
     #[cfg(feature = "test-no-pg-fence")]
     #[must_use]
     pub fn without_fence(self) -> Self {
@@ -292,6 +310,26 @@ impl PostgresCoordinator {
     /// paused: no renewals, nothing published, so the claim still reads [`ClaimState::Held`]
     /// with a stale deadline while its lease runs out. Returns whether this coordinator holds
     /// the claim.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{
+    ///     ClaimRequest, Coordinator, GeneratorIds, PostgresCoordinator, PostgresLeaseOptions,
+    ///     PostgresOptions,
+    /// };
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let url = "postgresql://idmint@127.0.0.1/idmint";
+    /// let coordinator =
+    ///     PostgresCoordinator::connect(url, PostgresOptions::default(), PostgresLeaseOptions::default())
+    ///         .await?;
+    /// let request = ClaimRequest::new("orders", GeneratorIds::Fixed(0), "snowflake");
+    /// let claim = coordinator.claim(&request).await?;
+    /// assert!(coordinator.pause_renewals(&claim));
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
     #[cfg(feature = "test-util")]
     pub fn pause_renewals(&self, claim: &Claim) -> bool {
         self.inner
@@ -302,11 +340,49 @@ impl PostgresCoordinator {
     }
 
     /// How many statements this coordinator sent (claims, renewals, marks, releases, reads).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{
+    ///     ClaimRequest, Coordinator, GeneratorIds, PostgresCoordinator, PostgresLeaseOptions,
+    ///     PostgresOptions,
+    /// };
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let url = "postgresql://idmint@127.0.0.1/idmint";
+    /// let coordinator =
+    ///     PostgresCoordinator::connect(url, PostgresOptions::default(), PostgresLeaseOptions::default())
+    ///         .await?;
+    /// let before = coordinator.round_trips();
+    /// let _claim = coordinator.claim(&ClaimRequest::new("orders", GeneratorIds::Fixed(0), "snowflake")).await?;
+    /// assert!(coordinator.round_trips() > before);
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn round_trips(&self) -> u64 {
         self.inner.store.round_trips()
     }
 
-    /// How many lease renewals this coordinator sent.
+    /// How many lease renewals this coordinator sent (one per claim every TTL/3).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{
+    ///     ClaimRequest, Coordinator, GeneratorIds, PostgresCoordinator, PostgresLeaseOptions,
+    ///     PostgresOptions,
+    /// };
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let url = "postgresql://idmint@127.0.0.1/idmint";
+    /// let coordinator =
+    ///     PostgresCoordinator::connect(url, PostgresOptions::default(), PostgresLeaseOptions::default())
+    ///         .await?;
+    /// assert_eq!(coordinator.renewals(), 0);
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn renewals(&self) -> u64 {
         self.inner.renewals.load(Ordering::Relaxed)
     }
@@ -316,6 +392,24 @@ impl PostgresCoordinator {
     /// # Errors
     ///
     /// [`Error::Unavailable`] when the database does not answer.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{
+    ///     ClaimRequest, Coordinator, GeneratorIds, PostgresCoordinator, PostgresLeaseOptions,
+    ///     PostgresOptions,
+    /// };
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let url = "postgresql://idmint@127.0.0.1/idmint";
+    /// let coordinator =
+    ///     PostgresCoordinator::connect(url, PostgresOptions::default(), PostgresLeaseOptions::default())
+    ///         .await?;
+    /// let held = coordinator.list().await?.into_iter().filter(|row| row.held()).count();
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn list(&self) -> Result<Vec<PostgresClaimRow>, Error> {
         let rows = self.inner.store.query("list the claims", LIST, &[], &[]).await?;
         rows_of(&rows)
