@@ -45,9 +45,9 @@ enum LeaseCommand {
       --etcd-lable-prefix unique-id/
   idmint lease list --data-dir /var/lib/idmint")]
     List(ListArgs),
-    /// After etcd was restored from a snapshot (servers refuse to claim on it): raise every
-    /// stored mark to now + the margin, then accept the restored cluster. Stop every server
-    /// first.
+    /// After etcd was restored from a snapshot, or servers moved to another Postgres (servers
+    /// refuse to claim on it): raise every stored mark to now + the margin, then accept the
+    /// store. Stop every server first.
     #[command(after_help = "A restored etcd cluster has a new cluster ID, and its marks are \
 those of the snapshot: IDs issued after the snapshot are above them. Servers refuse to claim \
 on it until this command raised every mark past them. Pick a margin larger than the largest \
@@ -65,6 +65,10 @@ Examples:
 struct AdoptArgs {
     #[command(flatten)]
     etcd: EtcdArgs,
+    /// The Postgres of --coordinator postgres to adopt instead of etcd (servers that remember
+    /// another database refuse it until then) [default: none].
+    #[arg(long, env = "IDMINT_POSTGRES", value_name = "URL", hide_env_values = true)]
+    postgres: Option<String>,
     /// The server's TOML configuration file, for its store settings [default: none].
     #[arg(long, env = "IDMINT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -169,10 +173,67 @@ fn run_adopt(args: &AdoptArgs, out: &mut impl Write) -> anyhow::Result<()> {
         args.margin_ms
     );
     let file = FileConfig::load(args.config.as_ref())?;
-    let etcd = EtcdSettings::resolve(&args.etcd, None, &file)?
-        .context("adopt-cluster needs --etcd (or `etcd` in the configuration file)")?;
     let floor_ms = now_ms().saturating_add(args.margin_ms);
+    if let Some(url) = &args.postgres {
+        anyhow::ensure!(args.etcd.endpoints.is_empty(), "adopt one store: --etcd or --postgres");
+        return adopt_postgres(url, floor_ms, args.json, out);
+    }
+    let etcd = EtcdSettings::resolve(&args.etcd, None, &file)?.context(
+        "adopt-cluster needs --etcd or --postgres (or `etcd` in the configuration file)",
+    )?;
     adopt_etcd(&etcd, floor_ms, args.json, out)
+}
+
+/// `adopt-cluster --postgres`: raises every mark to the floor and records the adoption
+/// (`PostgresCoordinator::adopt`).
+#[cfg(feature = "postgres")]
+fn adopt_postgres(
+    url: &str,
+    floor_ms: u64,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    use idmint_coord::{PostgresCoordinator, PostgresLeaseOptions, PostgresOptions};
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let (raised, kept) = runtime.block_on(async {
+        let coordinator = PostgresCoordinator::connect(
+            url,
+            PostgresOptions::default(),
+            PostgresLeaseOptions::default(),
+        )
+        .await?;
+        coordinator.adopt(floor_ms).await
+    })?;
+    let floor = idmint_core::format_rfc3339_ms(floor_ms);
+    if json {
+        let answer = serde_json::json!({
+            "store": "postgres",
+            "floor_ms": floor_ms,
+            "floor": floor,
+            "raised": raised,
+            "kept": kept,
+        });
+        serde_json::to_writer_pretty(&mut *out, &answer)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "raised {raised} marks to {floor} ({kept} already above it); servers that remember \
+             another database now claim on this one"
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "postgres"))]
+fn adopt_postgres(_: &str, _: u64, _: bool, _: &mut impl Write) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "this idmint was built without postgres support; rebuild it with `--features postgres`"
+    )
 }
 
 #[cfg(not(feature = "etcd"))]

@@ -187,3 +187,66 @@ fn a_spare_takes_over_a_killed_holder_within_the_lease() {
     ids.extend(after);
     check::report("a_spare_takes_over_a_killed_holder", check::assert_unique(&ids));
 }
+
+/// A server that claimed on one Postgres, restarted on another (a move, a logical restore),
+/// is refused with one `error:` line until `idmint lease adopt-cluster --postgres` adopts the
+/// new one; then it serves above what it issued.
+#[test]
+fn another_postgres_is_refused_until_adopted() {
+    let Some(first) = testing::available(Postgres::start()) else { return };
+    let second = Postgres::start().expect("a second server");
+    let dir = tempfile::tempdir().expect("dir");
+    let data_dir = dir.path().to_string_lossy().into_owned();
+    let mut a = start("on the first", &first.url(), &data_dir);
+    let ids = a.get("/v1/batch?count=1000").ids();
+    a.signal("TERM");
+    assert!(a.wait_exit(PROCESS_TIMEOUT).success(), "{}", a.full_log());
+
+    let mut refused = spawn_refused(&second.url(), &data_dir);
+    let mut status = None;
+    let exited = poll(PROCESS_TIMEOUT, || {
+        status = refused.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    if !exited {
+        let _ = refused.kill();
+        let _ = refused.wait();
+        panic!("idmint serve did not refuse another postgres");
+    }
+    let status = status.expect("exited");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
+    assert!(stderr.starts_with("error: ") && stderr.contains("postgres system"), "{stderr}");
+
+    let adopted = idmint(["lease", "adopt-cluster", "--json", "--postgres", &second.url()], &[])
+        .output()
+        .expect("run adopt-cluster");
+    assert!(adopted.status.success(), "{}", String::from_utf8_lossy(&adopted.stderr));
+    let b = start("on the adopted second", &second.url(), &data_dir);
+    let more = b.get("/v1/batch?count=1000").ids();
+    let last = ids.iter().max().copied().unwrap_or_default();
+    assert!(more.iter().all(|&id| id > last), "the adopted server starts above what it issued");
+}
+
+/// Starts a server that must refuse to start, its stderr piped.
+fn spawn_refused(url: &str, data_dir: &str) -> std::process::Child {
+    let mut command = idmint(
+        [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--coordinator",
+            "postgres",
+            "--postgres",
+            url,
+            "--data-dir",
+            data_dir,
+        ],
+        &[],
+    );
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    command.spawn().expect("start idmint serve")
+}

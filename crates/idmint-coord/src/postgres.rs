@@ -398,25 +398,31 @@ impl PostgresStore {
         }
     }
 
-    /// The history identity recorded in `idmint_meta` (`system_identifier=<n> timeline=<n>`),
-    /// the system identifier alone, and the database's name; `None` before any is recorded.
-    pub(crate) async fn recorded_history(&self) -> Result<(Option<(String, i64)>, String), Error> {
-        const SQL: &str =
-            "SELECT (SELECT value FROM idmint_meta WHERE key = $1), current_database()";
+    /// The history identity recorded in `idmint_meta` (its system identifier), the database's
+    /// name, and the floor of the last adoption (`idmint lease adopt-cluster`), if any; `None`
+    /// before any identity is recorded.
+    pub(crate) async fn recorded_history(&self) -> Result<History, Error> {
+        const SQL: &str = "SELECT (SELECT value FROM idmint_meta WHERE key = $1), \
+                           current_database(), \
+                           (SELECT value FROM idmint_meta WHERE key = 'adopted')";
         let rows =
             self.query("read the recorded history", SQL, &[Type::TEXT], &[&HISTORY_KEY]).await?;
         let row =
             rows.first().ok_or_else(|| unavailable("no answer to the history read".into()))?;
         let text: Option<String> = row.try_get(0).map_err(|e| failed("read the history", &e))?;
         let database: String = row.try_get(1).map_err(|e| failed("read the history", &e))?;
-        let recorded = match text {
-            Some(text) => {
-                let identity = Identity::parse(&text)?;
-                Some((text, identity.system_identifier))
-            }
-            None => None,
-        };
-        Ok((recorded, database))
+        let adopted: Option<String> = row.try_get(2).map_err(|e| failed("read the history", &e))?;
+        let system =
+            text.map(|text| Identity::parse(&text)).transpose()?.map(|i| i.system_identifier);
+        let adopted_ms = adopted
+            .map(|text| {
+                text.parse::<u64>().map_err(|_| Error::Corrupt {
+                    path: "postgres idmint_meta row `adopted`".into(),
+                    reason: format!("`{text}` is not a time in ms"),
+                })
+            })
+            .transpose()?;
+        Ok(History { system, database, adopted_ms })
     }
 
     /// The request timeout of every statement.
@@ -436,7 +442,10 @@ impl PostgresStore {
         check_settings(&client).await?;
         let live = live_identity(&client).await?;
         client
-            .batch_execute(&format!("BEGIN;\n{SCHEMA}\n{CLAIMS}\nCOMMIT;"))
+            // `IF NOT EXISTS` answers with notices, which tokio-postgres logs: not news.
+            .batch_execute(&format!(
+                "SET client_min_messages TO warning;\nBEGIN;\n{SCHEMA}\n{CLAIMS}\nCOMMIT;"
+            ))
             .await
             .map_err(|e| failed("create the schema", &e))?;
         self.check_history(&mut client, &live).await?;
@@ -566,6 +575,17 @@ async fn live_identity(client: &Client) -> Result<Identity, Error> {
         .and_then(|hex| u32::from_str_radix(hex, 16).ok())
         .ok_or_else(|| corrupt(format!("WAL file name `{wal_file}`")))?;
     Ok(Identity { system_identifier, timeline })
+}
+
+/// What a database records of itself, for `Coordinator::lineage`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct History {
+    /// The recorded system identifier (`None` before any is recorded).
+    pub(crate) system: Option<i64>,
+    /// The database's name.
+    pub(crate) database: String,
+    /// The floor of the last adoption, if any.
+    pub(crate) adopted_ms: Option<u64>,
 }
 
 /// Which history a database is on: its system and timeline.

@@ -292,7 +292,7 @@ async fn a_changed_history_raises_every_mark_once_and_ends_every_claim() {
 }
 
 /// The lineage names the database's system, so a server's data directory remembers it, and
-/// another Postgres cluster is refused.
+/// another Postgres cluster is refused until an operator adopts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_remembers_the_database_it_claimed_on() {
     let Some(first) = testing::available(Postgres::start()) else { return };
@@ -317,4 +317,19 @@ async fn a_server_remembers_the_database_it_claimed_on() {
         }
         other => panic!("another postgres cluster must be refused, got {other:?}"),
     }
+    // The operator adopts the other cluster (every server stopped): its marks are raised to
+    // the floor and the adoption recorded, so the remembering server claims on it, never
+    // below what it remembers.
+    let operator = connect(&other, true).await;
+    let elsewhere = request("remembered", GeneratorIds::Fixed(1));
+    let claim = operator.claim(&elsewhere).await.expect("claim");
+    operator.store_mark(&claim, 50).await.expect("store");
+    operator.release(&claim).await.expect("release");
+    assert_eq!(operator.adopt(100_000).await.expect("adopt"), (1, 0));
+    assert_eq!(operator.adopt(100_000).await.expect("adopt again"), (0, 1), "harmless");
+    let claim = remembered.claim(&req).await.expect("claim on the adopted cluster");
+    assert_eq!(claim.mark_ms(), Some(7_000), "never below the remembered mark");
+    remembered.release(&claim).await.expect("release");
+    let raised = remembered.claim(&elsewhere).await.expect("claim");
+    assert_eq!(raised.mark_ms(), Some(100_000), "raised to the floor");
 }

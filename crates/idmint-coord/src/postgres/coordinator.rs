@@ -34,6 +34,16 @@ const LIVE: &str =
 /// What a failed claim or mark write finds.
 const ROW: &str = "SELECT holder, epoch, expires_at > now(), mark_ms FROM idmint_claims \
                    WHERE namespace = $1 AND generator_id = $2";
+/// Raises every mark to at least $1 and records the adoption, in one statement.
+const ADOPT: &str = "WITH raised AS ( \
+         UPDATE idmint_claims SET mark_ms = $1, updated_at = now() \
+         WHERE mark_ms IS NULL OR mark_ms < $1 RETURNING 1 \
+     ), adopted AS ( \
+         INSERT INTO idmint_meta (key, value) VALUES ('adopted', $1::text) \
+         ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now() RETURNING 1 \
+     ) \
+     SELECT (SELECT count(*) FROM raised), (SELECT count(*) FROM idmint_claims) \
+            + 0 * (SELECT count(*) FROM adopted)";
 /// Every claim row, for `idmint lease list`.
 const LIST: &str = "SELECT namespace, generator_id, holder, epoch, \
                     (extract(epoch FROM (expires_at - now())) * 1000)::bigint, mark_ms, layout \
@@ -413,6 +423,44 @@ impl PostgresCoordinator {
     pub async fn list(&self) -> Result<Vec<PostgresClaimRow>, Error> {
         let rows = self.inner.store.query("list the claims", LIST, &[], &[]).await?;
         rows_of(&rows)
+    }
+
+    /// Raises every stored mark to at least `floor_ms` and records the adoption in
+    /// `idmint_meta` (row `adopted`), in one statement: the operator's step when servers that
+    /// remember another database must claim on this one (a logical restore into a new cluster,
+    /// a move), with every server stopped. Returns how many marks were raised and how many
+    /// were already at or above the floor. Running it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] for a floor above a `bigint`, [`Error::Unavailable`] when the
+    /// database does not answer.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::{PostgresCoordinator, PostgresLeaseOptions, PostgresOptions};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let url = "postgresql://idmint@127.0.0.1/idmint";
+    /// let coordinator =
+    ///     PostgresCoordinator::connect(url, PostgresOptions::default(), PostgresLeaseOptions::default())
+    ///         .await?;
+    /// let (raised, kept) = coordinator.adopt(1_800_000_060_000).await?;
+    /// # Ok::<(), idmint_coord::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn adopt(&self, floor_ms: u64) -> Result<(u64, u64), Error> {
+        let floor = i64::try_from(floor_ms).map_err(|_| {
+            Error::InvalidRequest(format!("floor {floor_ms} is above a postgres bigint"))
+        })?;
+        let rows =
+            self.inner.store.query("adopt the database", ADOPT, &[Type::INT8], &[&floor]).await?;
+        let row = rows.first().ok_or_else(|| unavailable("no answer to the adoption".into()))?;
+        let get = |e: tokio_postgres::Error| unavailable(format!("read the adoption: {e}"));
+        let raised: i64 = row.try_get(0).map_err(get)?;
+        let total: i64 = row.try_get(1).map_err(get)?;
+        Ok((raised.max(0) as u64, (total - raised).max(0) as u64))
     }
 
     /// Every claim row of the database at `config`, read-only: one connection that creates,
@@ -822,17 +870,17 @@ impl Coordinator for PostgresCoordinator {
     }
 
     async fn lineage(&self) -> Result<Option<Lineage>, Error> {
-        let (recorded, database) = self.inner.store.recorded_history().await?;
+        let history = self.inner.store.recorded_history().await?;
         // The system identifier, not the timeline: a promoted standby or a restore continues
         // the same store, its marks raised by the history guard (DESIGN.md).
-        let system = recorded.as_ref().map(|(_, system)| *system);
+        let database = history.database;
         Ok(Some(Lineage {
-            store: match system {
+            store: match history.system {
                 Some(system) => format!("postgres system {system}, database {database}"),
                 None => format!("postgres database {database}"),
             },
-            recorded: recorded.is_some(),
-            adopted_ms: None,
+            recorded: history.system.is_some(),
+            adopted_ms: history.adopted_ms,
         }))
     }
 }
