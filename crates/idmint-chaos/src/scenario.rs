@@ -48,6 +48,9 @@ pub(crate) enum Control {
     RedisGuard,
     /// `--unsafe-no-promotion-bump`: a promoted Postgres standby is not raised.
     PromotionBump,
+    /// `--unsafe-no-pg-fence`: the Postgres coordinator's claims skip the exclusive check and
+    /// its mark writes the epoch compare.
+    PgFence,
 }
 
 impl Control {
@@ -60,6 +63,7 @@ impl Control {
             Control::RestoreGuard => "--unsafe-no-restore-guard",
             Control::RedisGuard => "--unsafe-no-redis-guard",
             Control::PromotionBump => "--unsafe-no-promotion-bump",
+            Control::PgFence => "--unsafe-no-pg-fence",
         }
     }
 
@@ -72,6 +76,7 @@ impl Control {
             Control::RestoreGuard => "no-restore-guard",
             Control::RedisGuard => "no-redis-guard",
             Control::PromotionBump => "no-promotion-bump",
+            Control::PgFence => "no-pg-fence",
         }
     }
 }
@@ -136,6 +141,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         anchor: "T18",
         control: Some(Control::PromotionBump),
         run: postgres::promotion,
+    },
+    Scenario {
+        name: "pause-takeover-postgres",
+        anchor: "T6",
+        control: Some(Control::PgFence),
+        run: postgres::pause_takeover,
     },
 ];
 

@@ -535,6 +535,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         !controls.no_durable_mark || matches!(store, Store::File(_)),
         "--unsafe-no-durable-mark is for the embedded store"
     );
+    anyhow::ensure!(
+        !controls.no_pg_fence || matches!(store, Store::Postgres { .. }),
+        "--unsafe-no-pg-fence needs --coordinator postgres"
+    );
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
 }
@@ -754,7 +758,7 @@ async fn coordinator(
             let shared = match shared_store {
                 Store::Etcd(settings) => etcd_coordinator(settings, controls).await?,
                 Store::Postgres { url, lease_ttl } => {
-                    postgres_coordinator(url, *lease_ttl, margins).await?
+                    postgres_coordinator(url, *lease_ttl, margins, controls).await?
                 }
                 Store::File(_) => unreachable!("matched above"),
             };
@@ -810,6 +814,7 @@ async fn postgres_coordinator(
     url: &str,
     lease_ttl: u32,
     margins: PostgresMargins,
+    controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     use idmint_coord::{PostgresCoordinator, PostgresLeaseOptions};
 
@@ -819,6 +824,17 @@ async fn postgres_coordinator(
         margin: std::time::Duration::from_millis(if lease_ttl >= 2 { 1_000 } else { 500 }),
     };
     let coordinator = PostgresCoordinator::connect(url, postgres_options(margins), lease).await?;
+    #[cfg(feature = "test-no-pg-fence")]
+    let coordinator = if controls.no_pg_fence {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-pg-fence: the Postgres coordinator's fence is off, so this \
+             server can share a generator ID and repeat IDs; a negative control for tests only"
+        );
+        coordinator.without_fence()
+    } else {
+        coordinator
+    };
+    let _ = controls;
     Ok(Arc::new(coordinator))
 }
 
@@ -827,6 +843,7 @@ async fn postgres_coordinator(
     _url: &str,
     _lease_ttl: u32,
     _margins: PostgresMargins,
+    _controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     anyhow::bail!(
         "this idmint was built without postgres support; rebuild it with `--features postgres` \

@@ -4,7 +4,8 @@
 //! so the standby lags, deterministically), the primary is killed with SIGKILL, one server
 //! (seeded) too, the standby is promoted and that server restarted. The post-promotion bump
 //! must keep the ranges the promoted standby hands out above those the lost primary did;
-//! without it (`no-promotion-bump`) they come out again.
+//! without it (`no-promotion-bump`) they come out again. Also `pause-takeover-postgres` (T6 on
+//! the Postgres coordinator).
 
 use std::time::Duration;
 
@@ -91,6 +92,75 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
     let d = run.secs(4.0).max(Duration::from_secs(3));
     run.hold(d);
     // Clients and servers stop before the databases go away with this function.
+    run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for thread in run.threads.drain(..) {
+        let _ = thread.join();
+    }
+    for task in run.tasks.drain(..) {
+        let _ = run
+            .runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+    }
+    for node in &mut run.nodes {
+        node.terminate();
+    }
+    Ok(())
+}
+
+/// T6 on Postgres, `pause-takeover-postgres`: two servers with `--coordinator postgres` (lease
+/// TTL 2 s) on one Postgres, server 0 holding generator ID 0 of a pool of 2 and 1, a spare
+/// waiting for the one ID of its pool; server 0 is paused with SIGSTOP for 6 s (3× the TTL),
+/// so its lease lapses by the database's clock and the spare takes generator 0 over, above its
+/// mark; then server 0 continues. The fence (the claim's epoch on every mark write) stops it
+/// extending its window; without it (`no-pg-fence`) both issue from generator 0.
+pub(super) fn pause_takeover(run: &mut Run) -> Result<(), ChaosError> {
+    let server = Postgres::start()?;
+    let url = server.url();
+    // A data directory per server, as on separate machines: each remembers only its own marks,
+    // so the store's mark and the fence are what keep a taker above the paused holder.
+    let dir = run.dir.clone();
+    let args = |n: usize, extra: &[&str]| {
+        let data = dir.join(format!("fleet-data-{n}")).display().to_string();
+        let mut args: Vec<String> = [
+            "--coordinator",
+            "postgres",
+            "--postgres",
+            url.as_str(),
+            "--data-dir",
+            data.as_str(),
+            "--lease-ttl",
+            "2",
+            "--window-ms",
+            "16000",
+            "--claim-retry-ms",
+            "100",
+            "--log",
+            "info",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let a_args = run.with_control(args(0, &["--generator-pool", "2"]));
+    let a = run.node(a_args, false)?;
+    run.start(a)?;
+    let b_args = run.with_control(args(1, &["--generator-pool", "1", "--wait-for-claim"]));
+    let b = run.node(b_args, false)?;
+    run.nodes[b].start()?;
+    run.http(a, 2, None);
+    run.http(b, 1, None);
+    run.grpc(a);
+    run.hold(Duration::from_secs(3));
+    run.nodes[a].pause()?;
+    run.fired("sigstop", "s0 SIGSTOP for 6 s (3× the lease TTL)".into());
+    run.hold(Duration::from_secs(6));
+    run.nodes[a].resume()?;
+    run.fired("sigcont", "s0 SIGCONT".into());
+    let d = run.secs(8.0).max(Duration::from_secs(4));
+    run.hold(d);
+    // Clients and servers stop before the database goes away with this function.
     run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     for thread in run.threads.drain(..) {
         let _ = thread.join();
