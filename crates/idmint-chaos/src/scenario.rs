@@ -148,6 +148,18 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         control: Some(Control::PgFence),
         run: postgres::pause_takeover,
     },
+    Scenario {
+        name: "partition-server-postgres",
+        anchor: "T8",
+        control: None,
+        run: postgres::partition_server_postgres,
+    },
+    Scenario {
+        name: "postgres-promotion-coordinator",
+        anchor: "T18",
+        control: None,
+        run: postgres::coordinator_promotion,
+    },
 ];
 
 /// The long soak (T23), run by `--soak MINUTES`, not by `--quick`.
