@@ -137,6 +137,25 @@ fn two_servers_on_postgres_get_distinct_generator_ids_and_never_repeat() {
     ));
     assert!(after > before, "idle servers must still renew their leases");
 
+    // Upkeep under load: the same counter while both servers answer batches back to back.
+    let (before, started) = (updates(&pg), Instant::now());
+    let mut loaded = 0usize;
+    while started.elapsed() < Duration::from_secs(10) {
+        for server in [&a, &b] {
+            let batch = server.get("/v1/batch?count=1000").ids();
+            loaded += batch.len();
+            ids.extend(batch);
+        }
+    }
+    let (after, elapsed) = (updates(&pg), started.elapsed());
+    measured(&format!(
+        "postgres upkeep under load: {} updates of idmint_claims in {:.1} s while 2 servers issued {loaded} ids ({:.0} ids/s): {:.2} per second per server",
+        after - before,
+        elapsed.as_secs_f64(),
+        loaded as f64 / elapsed.as_secs_f64(),
+        (after - before) as f64 / elapsed.as_secs_f64() / 2.0
+    ));
+
     let mark = entry(&lease_list(&url), ga)["mark_ms"].as_u64().expect("mark");
     a.signal("TERM");
     assert!(a.wait_exit(PROCESS_TIMEOUT).success(), "{}", a.full_log());
