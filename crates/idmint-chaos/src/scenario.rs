@@ -50,6 +50,9 @@ pub(crate) enum Control {
     RedisGuard,
     /// `--unsafe-no-promotion-bump`: a promoted Postgres standby is not raised.
     PromotionBump,
+    /// `--unsafe-no-pg-fence`: the Postgres coordinator's claims skip the exclusive check and
+    /// its mark writes the epoch compare.
+    PgFence,
 }
 
 impl Control {
@@ -62,6 +65,7 @@ impl Control {
             Control::RestoreGuard => "--unsafe-no-restore-guard",
             Control::RedisGuard => "--unsafe-no-redis-guard",
             Control::PromotionBump => "--unsafe-no-promotion-bump",
+            Control::PgFence => "--unsafe-no-pg-fence",
         }
     }
 
@@ -74,6 +78,7 @@ impl Control {
             Control::RestoreGuard => "no-restore-guard",
             Control::RedisGuard => "no-redis-guard",
             Control::PromotionBump => "no-promotion-bump",
+            Control::PgFence => "no-pg-fence",
         }
     }
 }
@@ -151,6 +156,24 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         anchor: "T18",
         control: Some(Control::PromotionBump),
         run: postgres::promotion,
+    },
+    Scenario {
+        name: "pause-takeover-postgres",
+        anchor: "T6",
+        control: Some(Control::PgFence),
+        run: postgres::pause_takeover,
+    },
+    Scenario {
+        name: "partition-server-postgres",
+        anchor: "T8",
+        control: None,
+        run: postgres::partition_server_postgres,
+    },
+    Scenario {
+        name: "postgres-promotion-coordinator",
+        anchor: "T18",
+        control: None,
+        run: postgres::coordinator_promotion,
     },
 ];
 

@@ -53,6 +53,18 @@ pub(crate) enum CountersArg {
     Etcd,
 }
 
+/// `--coordinator`: where generator-ID claims and high-water marks live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum CoordinatorArg {
+    /// `flock`ed files in --data-dir: the servers of one machine.
+    File,
+    /// etcd (--etcd): a fleet.
+    Etcd,
+    /// Postgres (--postgres): a fleet on the database you already run.
+    Postgres,
+}
+
 /// The configuration file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,12 +79,18 @@ pub(crate) struct FileConfig {
     /// Promotion margins of Postgres segments and counters.
     pub(crate) postgres_promotion_margin: Option<u64>,
     pub(crate) postgres_promotion_counter_margin: Option<u64>,
+    pub(crate) postgres_promotion_mark_margin_ms: Option<u64>,
     /// Redis nodes (source `redis`).
     pub(crate) redis: Option<Vec<String>>,
     /// The Redis primary of source `redis`, found through Sentinel (instead of `redis`).
     pub(crate) redis_sentinel: Option<SentinelConfig>,
     /// Where DecimalId counters live.
     pub(crate) counters: Option<CountersArg>,
+    /// Where generator-ID claims and marks live.
+    pub(crate) coordinator: Option<CoordinatorArg>,
+    /// The default namespace's generator ID is the StatefulSet ordinal of $HOSTNAME.
+    #[serde(default)]
+    pub(crate) generator_id_from_hostname: bool,
     /// etcd endpoints (fleet mode).
     pub(crate) etcd: Option<Vec<String>>,
     pub(crate) etcd_prefix: Option<String>,

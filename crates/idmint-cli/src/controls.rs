@@ -2,7 +2,7 @@
 //! protection off, so that the tests and the chaos harness can show they would catch what it
 //! lets through. Each exists only in a build with its test-only cargo feature
 //! (`test-no-fence`, `test-no-durable-mark`, `test-no-clock-guard`, `test-no-restore-guard`,
-//! `test-no-redis-guard`, `test-no-promotion-bump`),
+//! `test-no-redis-guard`, `test-no-promotion-bump`, `test-no-pg-fence`),
 //! which no build that serves enables; this file is the one place they are read.
 
 use anyhow::ensure;
@@ -40,6 +40,11 @@ pub(crate) struct ControlArgs {
     #[cfg(feature = "test-no-promotion-bump")]
     #[arg(long, hide = true)]
     unsafe_no_promotion_bump: bool,
+    /// TESTS ONLY (feature `test-no-pg-fence`): the Postgres coordinator without its fence
+    /// (claims skip the exclusive check, mark writes the epoch compare). Never use it to serve.
+    #[cfg(feature = "test-no-pg-fence")]
+    #[arg(long, hide = true)]
+    unsafe_no_pg_fence: bool,
 }
 
 /// Which protections are off (all on in every build without the test features).
@@ -55,6 +60,8 @@ pub(crate) struct Controls {
     pub(crate) no_redis_guard: bool,
     /// The Postgres store's post-promotion bump.
     pub(crate) no_promotion_bump: bool,
+    /// The Postgres coordinator's fence.
+    pub(crate) no_pg_fence: bool,
 }
 
 impl ControlArgs {
@@ -67,7 +74,8 @@ impl ControlArgs {
                 feature = "test-no-durable-mark",
                 feature = "test-no-restore-guard",
                 feature = "test-no-redis-guard",
-                feature = "test-no-promotion-bump"
+                feature = "test-no-promotion-bump",
+                feature = "test-no-pg-fence"
             )),
             allow(unused_mut)
         )]
@@ -91,6 +99,10 @@ impl ControlArgs {
         #[cfg(feature = "test-no-promotion-bump")]
         {
             controls.no_promotion_bump = self.unsafe_no_promotion_bump;
+        }
+        #[cfg(feature = "test-no-pg-fence")]
+        {
+            controls.no_pg_fence = self.unsafe_no_pg_fence;
         }
         ensure!(!controls.no_fence || etcd, "--unsafe-no-fence needs --etcd");
         ensure!(!controls.no_restore_guard || etcd, "--unsafe-no-restore-guard needs --etcd");

@@ -1,7 +1,8 @@
 //! `idmint lease list` and `idmint lease adopt-cluster`. `list` shows, read-only, which
 //! generator IDs are claimed (namespace, generator ID, holder, lease TTL left) and the high-water mark stored for each (as RFC 3339 and in ms
-//! ahead of now), from etcd (`--etcd`, feature `etcd`) or from an embedded store's data
-//! directory (`--data-dir`).
+//! ahead of now), from etcd (`--etcd`, feature `etcd`), from Postgres (`--postgres`, the
+//! `idmint_claims` table of `--coordinator postgres`, read-only) or from an embedded store's
+//! data directory (`--data-dir`).
 //!
 //! `list` reads the stores' key and file layouts directly (they are documented in
 //! `idmint-coord`: `EtcdCoordinator`'s `Scheme` and `FileCoordinator`): it never claims, locks
@@ -27,6 +28,7 @@ use crate::config::{DEFAULT_DATA_DIR, EtcdArgs, EtcdSettings, FileConfig};
 #[command(after_help = "Examples:
   idmint lease list --data-dir ./idmint-data
   idmint lease list --etcd http://127.0.0.1:2379 --json
+  idmint lease list --postgres postgresql://idmint@127.0.0.1/idmint
   idmint lease adopt-cluster --etcd http://127.0.0.1:2379 --margin-ms 60000")]
 pub(crate) struct Args {
     #[command(subcommand)]
@@ -43,9 +45,9 @@ enum LeaseCommand {
       --etcd-lable-prefix unique-id/
   idmint lease list --data-dir /var/lib/idmint")]
     List(ListArgs),
-    /// After etcd was restored from a snapshot (servers refuse to claim on it): raise every
-    /// stored mark to now + the margin, then accept the restored cluster. Stop every server
-    /// first.
+    /// After etcd was restored from a snapshot, or servers moved to another Postgres (servers
+    /// refuse to claim on it): raise every stored mark to now + the margin, then accept the
+    /// store. Stop every server first.
     #[command(after_help = "A restored etcd cluster has a new cluster ID, and its marks are \
 those of the snapshot: IDs issued after the snapshot are above them. Servers refuse to claim \
 on it until this command raised every mark past them. Pick a margin larger than the largest \
@@ -63,6 +65,10 @@ Examples:
 struct AdoptArgs {
     #[command(flatten)]
     etcd: EtcdArgs,
+    /// The Postgres of --coordinator postgres to adopt instead of etcd (servers that remember
+    /// another database refuse it until then) [default: none].
+    #[arg(long, env = "IDMINT_POSTGRES", value_name = "URL", hide_env_values = true)]
+    postgres: Option<String>,
     /// The server's TOML configuration file, for its store settings [default: none].
     #[arg(long, env = "IDMINT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -79,6 +85,11 @@ struct AdoptArgs {
 struct ListArgs {
     #[command(flatten)]
     etcd: EtcdArgs,
+    /// The Postgres of --coordinator postgres (postgresql://user@host/db): read its
+    /// `idmint_claims` table [default: the file's `postgres` when its `coordinator` is
+    /// postgres].
+    #[arg(long, env = "IDMINT_POSTGRES", value_name = "URL", hide_env_values = true)]
+    postgres: Option<String>,
     /// Without --etcd: the embedded store's directory [default: ./idmint-data].
     #[arg(long, env = "IDMINT_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -162,10 +173,67 @@ fn run_adopt(args: &AdoptArgs, out: &mut impl Write) -> anyhow::Result<()> {
         args.margin_ms
     );
     let file = FileConfig::load(args.config.as_ref())?;
-    let etcd = EtcdSettings::resolve(&args.etcd, None, &file)?
-        .context("adopt-cluster needs --etcd (or `etcd` in the configuration file)")?;
     let floor_ms = now_ms().saturating_add(args.margin_ms);
+    if let Some(url) = &args.postgres {
+        anyhow::ensure!(args.etcd.endpoints.is_empty(), "adopt one store: --etcd or --postgres");
+        return adopt_postgres(url, floor_ms, args.json, out);
+    }
+    let etcd = EtcdSettings::resolve(&args.etcd, None, &file)?.context(
+        "adopt-cluster needs --etcd or --postgres (or `etcd` in the configuration file)",
+    )?;
     adopt_etcd(&etcd, floor_ms, args.json, out)
+}
+
+/// `adopt-cluster --postgres`: raises every mark to the floor and records the adoption
+/// (`PostgresCoordinator::adopt`).
+#[cfg(feature = "postgres")]
+fn adopt_postgres(
+    url: &str,
+    floor_ms: u64,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    use idmint_coord::{PostgresCoordinator, PostgresLeaseOptions, PostgresOptions};
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let (raised, kept) = runtime.block_on(async {
+        let coordinator = PostgresCoordinator::connect(
+            url,
+            PostgresOptions::default(),
+            PostgresLeaseOptions::default(),
+        )
+        .await?;
+        coordinator.adopt(floor_ms).await
+    })?;
+    let floor = idmint_core::format_rfc3339_ms(floor_ms);
+    if json {
+        let answer = serde_json::json!({
+            "store": "postgres",
+            "floor_ms": floor_ms,
+            "floor": floor,
+            "raised": raised,
+            "kept": kept,
+        });
+        serde_json::to_writer_pretty(&mut *out, &answer)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "raised {raised} marks to {floor} ({kept} already above it); servers that remember \
+             another database now claim on this one"
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "postgres"))]
+fn adopt_postgres(_: &str, _: u64, _: bool, _: &mut impl Write) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "this idmint was built without postgres support; rebuild it with `--features postgres`"
+    )
 }
 
 #[cfg(not(feature = "etcd"))]
@@ -225,9 +293,20 @@ fn run_list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
         anyhow::ensure!(valid, "--namespace `{ns}` is not a namespace name (a-z, 0-9, `-`, `_`)");
     }
     let now_ms = now_ms();
-    let mut listing = match EtcdSettings::resolve(&args.etcd, None, &file)? {
-        Some(etcd) => list_etcd(&etcd, args.namespace.as_deref(), now_ms)?,
-        None => {
+    let postgres = args.postgres.clone().or_else(|| {
+        (file.coordinator == Some(crate::config::CoordinatorArg::Postgres))
+            .then(|| file.postgres.clone())
+            .flatten()
+    });
+    let etcd = EtcdSettings::resolve(&args.etcd, None, &file)?;
+    anyhow::ensure!(
+        etcd.is_none() || postgres.is_none(),
+        "lease list reads one store: give --etcd or --postgres"
+    );
+    let mut listing = match (etcd, postgres) {
+        (_, Some(url)) => list_postgres(&url, args.namespace.as_deref(), now_ms)?,
+        (Some(etcd), None) => list_etcd(&etcd, args.namespace.as_deref(), now_ms)?,
+        (None, None) => {
             let dir = args
                 .data_dir
                 .clone()
@@ -250,6 +329,43 @@ fn run_list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
         write_table(&listing, out)?;
     }
     Ok(())
+}
+
+/// The claims of `--coordinator postgres`, read-only (`PostgresCoordinator::list_at`).
+#[cfg(feature = "postgres")]
+fn list_postgres(url: &str, namespace: Option<&str>, now_ms: u64) -> anyhow::Result<Listing> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let rows = runtime.block_on(idmint_coord::PostgresCoordinator::list_at(
+        url,
+        std::time::Duration::from_secs(5),
+    ))?;
+    let entries = rows
+        .into_iter()
+        .filter(|row| namespace.is_none_or(|ns| ns == row.namespace))
+        .map(|row| Entry {
+            claimed: Some(row.held()),
+            lease_ttl_left_s: row.lease_left_ms.filter(|_| row.held()).map(|ms| ms / 1_000),
+            namespace: Some(row.namespace),
+            generator_id: row.generator_id,
+            holder: Some(row.holder),
+            mark_ms: row.mark_ms,
+            layout: row.layout,
+            ..Entry::default()
+        })
+        .collect();
+    // The URL may hold a password: show only where it points.
+    let location = url.rsplit('@').next().unwrap_or(url).to_owned();
+    Ok(Listing { store: "postgres", location, now_ms, cluster_ids: None, entries })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn list_postgres(_: &str, _: Option<&str>, _: u64) -> anyhow::Result<Listing> {
+    anyhow::bail!(
+        "this idmint was built without postgres support; rebuild it with `--features postgres`"
+    )
 }
 
 fn now_ms() -> u64 {

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 #[cfg(not(feature = "etcd"))]
 use crate::config::no_etcd_feature;
 use crate::config::{
-    ConnectionArgs, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LISTEN, EtcdArgs, EtcdSettings,
-    FileConfig, SentinelConfig,
+    ConnectionArgs, CoordinatorArg, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LISTEN, EtcdArgs,
+    EtcdSettings, FileConfig, SentinelConfig,
 };
 use crate::controls::{ControlArgs, Controls};
 
@@ -34,7 +34,8 @@ use crate::controls::{ControlArgs, Controls};
 #[command(after_help = "The configuration file (TOML) holds `listen`, `grpc_listen`, `data_dir`,
 `log`, the etcd settings (`etcd = [\"http://...\"]`, `etcd_prefix`, `lease_ttl`, `etcd_scheme`,
 `etcd_lable_prefix`), the stores of the other sources (`postgres = \"postgresql://...\"`,
-`postgres_promotion_margin`, `postgres_promotion_counter_margin`, `redis =
+`postgres_promotion_margin`, `postgres_promotion_counter_margin`,
+`postgres_promotion_mark_margin_ms`, `coordinator`, `redis =
 [\"redis://...\"]` or `redis_sentinel = { master = \"mymaster\", sentinels =
 [\"redis://...:26379\"] }`, `counters`), and a [server] table with the server's limits and
 its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
@@ -48,7 +49,10 @@ leases and high-water marks in etcd, so any number of servers share the generato
 namespace; a server that stops (or is partitioned away) loses its lease after --lease-ttl
 seconds, and another takes the ID over strictly above its stored mark. Shutdown revokes the
 leases and keeps the marks. With --wait-for-claim a server that finds no generator ID free
-starts not ready and waits for one (a spare).
+starts not ready and waits for one (a spare). With --coordinator postgres (and --postgres)
+the same fleet runs on Postgres instead: one row per generator ID in `idmint_claims`, its
+lease timed by the database's clock and renewed every --lease-ttl/3, every mark write fenced
+by the claim's epoch; `idmint lease list --postgres URL` shows it.
 
 Sources: where a namespace's IDs come from (--source, or `source` in the file). `generator`
 (the default) claims a generator ID as above. `segment` (the default of --layout sequence)
@@ -75,6 +79,7 @@ Examples:
   idmint serve --config idmint.toml
   idmint serve --layout sequence
   idmint serve --layout sequence --postgres postgresql://idmint@db/idmint
+  idmint serve --coordinator postgres --postgres postgresql://idmint@db/idmint
   idmint serve --layout decimal-id --counters file
   idmint serve --source redis \\
       --redis redis://10.0.0.1:6379,redis://10.0.0.2:6379
@@ -135,6 +140,10 @@ pub(crate) struct Args {
     /// 100].
     #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_COUNTER_MARGIN", value_name = "N")]
     postgres_promotion_counter_margin: Option<u64>,
+    /// The same for the generator-ID marks of --coordinator postgres, in ms: more than the
+    /// standby's worst lag plus --window-ms [default: 60000].
+    #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_MARK_MARGIN_MS", value_name = "MS")]
+    postgres_promotion_mark_margin_ms: Option<u64>,
     /// Redis nodes for namespaces of source redis, comma-separated (redis://host:port), each
     /// with its logical shard ID set [default: none]. Needs a build with the `redis` feature
     /// (default).
@@ -168,6 +177,16 @@ pub(crate) struct Args {
     /// Fixed generator ID of the default namespace [default: the lowest free one].
     #[arg(long, env = "IDMINT_GENERATOR_ID", value_name = "N")]
     generator_id: Option<u64>,
+    /// Take the default namespace's fixed generator ID from the StatefulSet ordinal at the end
+    /// of $HOSTNAME (`idmint-7` serves generator 7); a hostname without one, or an ordinal
+    /// outside the layout's range, is refused at start [default: false; the file's
+    /// `generator_id_from_hostname`].
+    #[arg(
+        long,
+        env = "IDMINT_GENERATOR_ID_FROM_HOSTNAME",
+        conflicts_with_all = ["generator_id", "generator_pool", "generators"]
+    )]
+    generator_id_from_hostname: bool,
     /// Claim only among the first N generator IDs (0..N) of the default namespace
     /// [default: all the layout has].
     #[arg(long, env = "IDMINT_GENERATOR_POOL", value_name = "N", conflicts_with = "generator_id")]
@@ -245,7 +264,13 @@ pub(crate) struct Args {
     connections: ConnectionArgs,
     #[command(flatten)]
     etcd: EtcdArgs,
-    /// The lease TTL of each generator-ID claim in etcd, in seconds (at least 2) [default: 10].
+    /// Where generator-ID claims and high-water marks live: file (in --data-dir, the servers
+    /// of one machine), etcd (--etcd) or postgres (--postgres: a fleet on the database you
+    /// already run, leases timed by its clock) [default: etcd with --etcd, else file].
+    #[arg(long, env = "IDMINT_COORDINATOR", value_name = "STORE")]
+    coordinator: Option<CoordinatorArg>,
+    /// The lease TTL of each generator-ID claim in etcd or Postgres, in seconds (at least 2
+    /// on etcd, 1 on Postgres) [default: 10].
     /// A server that stops keeps its generator IDs this long; one that cannot renew its lease
     /// stops extending its window about a second earlier.
     #[arg(long, env = "IDMINT_LEASE_TTL", value_name = "SECS")]
@@ -259,6 +284,57 @@ pub(crate) struct Args {
 enum Store {
     File(PathBuf),
     Etcd(EtcdSettings),
+    /// `--coordinator postgres`: the connection string and the lease TTL in seconds.
+    Postgres {
+        url: String,
+        lease_ttl: u32,
+    },
+}
+
+/// The StatefulSet ordinal at the end of a pod's hostname (`idmint-7` → 7): the digits after
+/// the last `-`. The layout checks the range, as for --generator-id.
+fn ordinal(hostname: &str) -> anyhow::Result<u64> {
+    let digits = hostname.rsplit_once('-').map(|(_, tail)| tail).unwrap_or_default();
+    let ordinal = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse::<u64>().ok())
+        .flatten();
+    ordinal.with_context(|| {
+        format!(
+            "--generator-id-from-hostname: the hostname `{hostname}` does not end in a \
+             StatefulSet ordinal (`<name>-<n>`, as in `idmint-7`); set $HOSTNAME or give \
+             --generator-id"
+        )
+    })
+}
+
+/// The lease TTL of `--coordinator postgres` without --lease-ttl, in seconds.
+const DEFAULT_POSTGRES_LEASE_TTL: u32 = 10;
+
+/// Where claims and marks are kept: `--coordinator`, else etcd with --etcd, else the data
+/// directory.
+fn store(args: &Args, file: &FileConfig, data_dir: &Path) -> anyhow::Result<Store> {
+    let chosen = args.coordinator.or(file.coordinator);
+    if chosen == Some(CoordinatorArg::Postgres) {
+        let etcd = EtcdSettings::resolve(&args.etcd, None, file)?;
+        anyhow::ensure!(etcd.is_none(), "--coordinator postgres and --etcd: give one of them");
+        let url = args.postgres.clone().or(file.postgres.clone()).filter(|p| !p.is_empty());
+        let url = url.context("--coordinator postgres needs --postgres URL")?;
+        let lease_ttl = args.lease_ttl.or(file.lease_ttl).unwrap_or(DEFAULT_POSTGRES_LEASE_TTL);
+        anyhow::ensure!(
+            (1..=86_400).contains(&lease_ttl),
+            "--lease-ttl must be 1..=86400 s with --coordinator postgres, not {lease_ttl}"
+        );
+        return Ok(Store::Postgres { url, lease_ttl });
+    }
+    let etcd = EtcdSettings::resolve(&args.etcd, args.lease_ttl, file)?;
+    Ok(match (chosen, etcd) {
+        (Some(CoordinatorArg::Etcd), None) => anyhow::bail!("--coordinator etcd needs --etcd"),
+        (Some(CoordinatorArg::File), Some(_)) => {
+            anyhow::bail!("--coordinator file and --etcd: give one of them")
+        }
+        (_, Some(etcd)) => Store::Etcd(etcd),
+        (_, None) => Store::File(data_dir.to_path_buf()),
+    })
 }
 
 /// The folder of the file store (segments and counters) inside the data directory. Namespace
@@ -281,9 +357,9 @@ struct StoreSettings {
     /// Set with --adopt-data-dir: open the data directory even if it is not trusted.
     adopt: Option<Adopt>,
     postgres: Option<String>,
-    /// The promotion margins of segments and counters (the store's defaults when `None`).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    postgres_margins: (Option<u64>, Option<u64>),
+    /// The promotion margins of segments, counters and marks (the store's defaults when
+    /// `None`).
+    postgres_margins: PostgresMargins,
     redis: Vec<String>,
     /// The Sentinel master and its sentinels, instead of `redis`.
     redis_sentinel: Option<SentinelConfig>,
@@ -329,10 +405,12 @@ impl StoreSettings {
         let postgres_margins = (
             args.postgres_promotion_margin.or(file.postgres_promotion_margin),
             args.postgres_promotion_counter_margin.or(file.postgres_promotion_counter_margin),
+            args.postgres_promotion_mark_margin_ms.or(file.postgres_promotion_mark_margin_ms),
         );
         for (flag, margin) in [
             ("--postgres-promotion-margin", postgres_margins.0),
             ("--postgres-promotion-counter-margin", postgres_margins.1),
+            ("--postgres-promotion-mark-margin-ms", postgres_margins.2),
         ] {
             if let Some(margin) = margin {
                 anyhow::ensure!(postgres.is_some(), "{flag} needs --postgres");
@@ -392,10 +470,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     crate::logging::init(&filter, args.log_format.or(file.log_format).unwrap_or_default())?;
     let data_dir: PathBuf =
         args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| DEFAULT_DATA_DIR.into());
-    let store = match EtcdSettings::resolve(&args.etcd, args.lease_ttl, &file)? {
-        Some(etcd) => Store::Etcd(etcd),
-        None => Store::File(data_dir.clone()),
-    };
+    let store = store(args, &file, &data_dir)?;
     let stores = StoreSettings::resolve(args, &file, data_dir, matches!(store, Store::Etcd(_)))?;
     let file_namespaces = file.server.as_ref().is_some_and(|s| !s.namespaces.is_empty());
     let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
@@ -461,10 +536,25 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.generators.is_some() {
         default.generators = args.generators;
     }
+    let flag_picks_id = args.generator_id.is_some() || args.generator_pool.is_some();
+    if args.generator_id_from_hostname || (file.generator_id_from_hostname && !flag_picks_id) {
+        let hostname = std::env::var("HOSTNAME").unwrap_or_default();
+        default.generator_id = Some(ordinal(&hostname)?);
+        default.generator_pool = None;
+        default.generators = None;
+    }
     if args.token.is_some() {
         default.token.clone_from(&args.token);
     }
     let controls = args.controls.apply(matches!(store, Store::Etcd(_)))?;
+    anyhow::ensure!(
+        !controls.no_durable_mark || matches!(store, Store::File(_)),
+        "--unsafe-no-durable-mark is for the embedded store"
+    );
+    anyhow::ensure!(
+        !controls.no_pg_fence || matches!(store, Store::Postgres { .. }),
+        "--unsafe-no-pg-fence needs --coordinator postgres"
+    );
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
 }
@@ -535,6 +625,9 @@ async fn backends(
             (Some(pg), _) => pg.segments.clone(),
             (None, Store::Etcd(settings)) => etcd_store(settings).await?,
             (None, Store::File(_)) => file_store()? as Arc<dyn SegmentStore>,
+            (None, Store::Postgres { .. }) => {
+                anyhow::bail!("--coordinator postgres needs --postgres")
+            }
         });
     }
     if sources.contains(&Source::Counters) {
@@ -546,7 +639,9 @@ async fn backends(
             },
             CountersArg::Etcd => match store {
                 Store::Etcd(settings) => etcd_store(settings).await?,
-                Store::File(_) => anyhow::bail!("--counters etcd needs --etcd"),
+                Store::File(_) | Store::Postgres { .. } => {
+                    anyhow::bail!("--counters etcd needs --etcd")
+                }
             },
         });
     }
@@ -591,17 +686,9 @@ async fn postgres_store(
     stores: &StoreSettings,
     controls: Controls,
 ) -> anyhow::Result<Postgres> {
-    use idmint_coord::{PostgresOptions, PostgresStore};
+    use idmint_coord::PostgresStore;
 
-    let defaults = PostgresOptions::default();
-    let options = PostgresOptions {
-        promotion_margin: stores.postgres_margins.0.unwrap_or(defaults.promotion_margin),
-        promotion_counter_margin: stores
-            .postgres_margins
-            .1
-            .unwrap_or(defaults.promotion_counter_margin),
-        ..defaults
-    };
+    let options = postgres_options(stores.postgres_margins);
     let store = if !controls.no_promotion_bump {
         PostgresStore::connect(url, options).await?
     } else {
@@ -698,6 +785,7 @@ async fn coordinator(
     store: &Store,
     data_dir: &Path,
     adopt: Option<Adopt>,
+    margins: PostgresMargins,
     controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     match (store, adopt) {
@@ -713,10 +801,16 @@ async fn coordinator(
             tracing::warn!(data_dir = %dir.display(), margin_ms = adopt.margin_ms, "adopting the data directory: claims start above the clock plus the margin");
             Ok(Arc::new(FileCoordinator::open_adopting(dir, adopt)?))
         }
-        (Store::Etcd(settings), adopt) => {
-            // The fleet's memory in the data directory: the cluster this server claims on and
-            // the marks it stored, so that an empty, wiped or other cluster is refused.
-            let shared = etcd_coordinator(settings, controls).await?;
+        (shared_store @ (Store::Etcd(_) | Store::Postgres { .. }), adopt) => {
+            // The fleet's memory in the data directory: the store this server claims on and
+            // the marks it stored, so that an empty, wiped or other store is refused.
+            let shared = match shared_store {
+                Store::Etcd(settings) => etcd_coordinator(settings, controls).await?,
+                Store::Postgres { url, lease_ttl } => {
+                    postgres_coordinator(url, *lease_ttl, margins, controls).await?
+                }
+                Store::File(_) => unreachable!("matched above"),
+            };
             let memory = data_dir.join(FLEET_DIR);
             Ok(Arc::new(match adopt {
                 Some(adopt) => Remembered::open_adopting(&memory, shared, adopt)?,
@@ -760,6 +854,64 @@ async fn etcd_coordinator(
     Ok(Arc::new(coordinator))
 }
 
+/// The promotion margins of segments, counters and marks (the store's defaults when `None`).
+type PostgresMargins = (Option<u64>, Option<u64>, Option<u64>);
+
+/// Claims and marks in Postgres (`--coordinator postgres`).
+#[cfg(feature = "postgres")]
+async fn postgres_coordinator(
+    url: &str,
+    lease_ttl: u32,
+    margins: PostgresMargins,
+    controls: Controls,
+) -> anyhow::Result<Arc<dyn Coordinator>> {
+    use idmint_coord::{PostgresCoordinator, PostgresLeaseOptions};
+
+    let lease = PostgresLeaseOptions {
+        ttl: std::time::Duration::from_secs(lease_ttl.into()),
+        // 1 s, as on etcd, or half a 1 s lease.
+        margin: std::time::Duration::from_millis(if lease_ttl >= 2 { 1_000 } else { 500 }),
+    };
+    let coordinator = PostgresCoordinator::connect(url, postgres_options(margins), lease).await?;
+    #[cfg(feature = "test-no-pg-fence")]
+    let coordinator = if controls.no_pg_fence {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-pg-fence: the Postgres coordinator's fence is off, so this \
+             server can share a generator ID and repeat IDs; a negative control for tests only"
+        );
+        coordinator.without_fence()
+    } else {
+        coordinator
+    };
+    let _ = controls;
+    Ok(Arc::new(coordinator))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_coordinator(
+    _url: &str,
+    _lease_ttl: u32,
+    _margins: PostgresMargins,
+    _controls: Controls,
+) -> anyhow::Result<Arc<dyn Coordinator>> {
+    anyhow::bail!(
+        "this idmint was built without postgres support; rebuild it with `--features postgres` \
+         to use --coordinator postgres"
+    )
+}
+
+/// The Postgres options, the margins given or the defaults.
+#[cfg(feature = "postgres")]
+fn postgres_options(margins: PostgresMargins) -> idmint_coord::PostgresOptions {
+    let defaults = idmint_coord::PostgresOptions::default();
+    idmint_coord::PostgresOptions {
+        promotion_margin: margins.0.unwrap_or(defaults.promotion_margin),
+        promotion_counter_margin: margins.1.unwrap_or(defaults.promotion_counter_margin),
+        promotion_mark_margin_ms: margins.2.unwrap_or(defaults.promotion_mark_margin_ms),
+        ..defaults
+    }
+}
+
 #[cfg(not(feature = "etcd"))]
 async fn etcd_coordinator(
     _settings: &EtcdSettings,
@@ -776,7 +928,9 @@ async fn serve(
     stores: StoreSettings,
     controls: Controls,
 ) -> anyhow::Result<()> {
-    let coordinator = coordinator(&store, &stores.data_dir, stores.adopt, controls).await?;
+    let margins = stores.postgres_margins;
+    let coordinator =
+        coordinator(&store, &stores.data_dir, stores.adopt, margins, controls).await?;
     let backends = backends(coordinator, &config, &stores, &store, controls).await?;
     let backlog = config.listen_backlog;
     let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
@@ -798,6 +952,9 @@ async fn serve(
         }
         Store::Etcd(etcd) => {
             tracing::info!(http = %local, grpc = %grpc_local, etcd = %etcd.endpoints.join(","), ready = server.is_ready(), "idmint is serving");
+        }
+        Store::Postgres { lease_ttl, .. } => {
+            tracing::info!(http = %local, grpc = %grpc_local, coordinator = "postgres", lease_ttl_s = lease_ttl, ready = server.is_ready(), "idmint is serving");
         }
     }
     let shutdown = CancellationToken::new();
@@ -928,11 +1085,18 @@ mod tests {
                 .map_err(|e| e.to_string())
         };
         let pg = "postgres = \"postgresql://f/g\"\n";
-        assert_eq!(resolve(&[], pg), Ok((None, None)));
+        assert_eq!(resolve(&[], pg), Ok((None, None, None)));
         let file =
             format!("{pg}postgres_promotion_margin = 5\npostgres_promotion_counter_margin = 7");
-        assert_eq!(resolve(&[], &file), Ok((Some(5), Some(7))));
-        assert_eq!(resolve(&["--postgres-promotion-margin", "0"], &file), Ok((Some(0), Some(7))));
+        assert_eq!(resolve(&[], &file), Ok((Some(5), Some(7), None)));
+        assert_eq!(
+            resolve(&["--postgres-promotion-margin", "0"], &file),
+            Ok((Some(0), Some(7), None))
+        );
+        assert_eq!(
+            resolve(&["--postgres-promotion-mark-margin-ms", "9"], &file),
+            Ok((Some(5), Some(7), Some(9)))
+        );
         let too_big = (1u64 << 63).to_string();
         let refused = resolve(&["--postgres-promotion-margin", &too_big], pg);
         assert!(refused.as_ref().is_err_and(|e| e.contains("above the largest")), "{refused:?}");
@@ -940,5 +1104,58 @@ mod tests {
             resolve(&["--postgres-promotion-counter-margin", "3"], ""),
             Err("--postgres-promotion-counter-margin needs --postgres".into())
         );
+    }
+
+    #[test]
+    fn an_ordinal_is_the_number_after_the_last_dash() {
+        for (hostname, want) in [
+            ("idmint-7", Some(7)),
+            ("idmint-0", Some(0)),
+            ("my-app-12", Some(12)),
+            ("web", None),
+            ("web-", None),
+            ("", None),
+            ("idmint-7a", None),
+            ("idmint--1", Some(1)),
+            ("idmint-99999999999999999999999", None),
+        ] {
+            assert_eq!(super::ordinal(hostname).ok(), want, "{hostname:?}");
+        }
+    }
+
+    #[test]
+    fn the_coordinator_comes_from_the_flag_then_the_file_and_is_checked() {
+        let store = |flags: &[&str], file: &str| {
+            let args = Args::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+                .expect("flags parse");
+            let file: FileConfig = toml::from_str(file).expect("file parses");
+            match super::store(&args, &file, Path::new("d")) {
+                Ok(Store::File(_)) => Ok("file".to_owned()),
+                Ok(Store::Etcd(_)) => Ok("etcd".to_owned()),
+                Ok(Store::Postgres { lease_ttl, .. }) => Ok(format!("postgres {lease_ttl}")),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let pg = "postgres = \"postgresql://f/g\"\n";
+        let check = |flags: &[&str], file: &str, want: Result<&str, &str>| {
+            let got = store(flags, file);
+            match want {
+                Ok(want) => assert_eq!(got.as_deref(), Ok(want), "{flags:?} {file:?}"),
+                Err(part) => assert!(
+                    got.as_ref().is_err_and(|e| e.contains(part)),
+                    "{flags:?} {file:?}: {got:?}"
+                ),
+            }
+        };
+        check(&[], pg, Ok("file"));
+        check(&["--coordinator", "postgres"], pg, Ok("postgres 10"));
+        check(&["--coordinator", "postgres", "--lease-ttl", "3"], pg, Ok("postgres 3"));
+        check(&[], &format!("{pg}coordinator = \"postgres\""), Ok("postgres 10"));
+        check(&["--coordinator", "postgres"], "", Err("needs --postgres"));
+        check(&["--coordinator", "postgres", "--lease-ttl", "0"], pg, Err("--lease-ttl"));
+        check(&["--coordinator", "postgres", "--etcd", "http://e:2379"], pg, Err("give one"));
+        check(&["--coordinator", "etcd"], pg, Err("needs --etcd"));
+        check(&["--coordinator", "file", "--etcd", "http://e:2379"], "", Err("give one"));
+        check(&["--etcd", "http://e:2379"], "", Ok("etcd"));
     }
 }

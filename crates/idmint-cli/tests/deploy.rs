@@ -91,6 +91,10 @@ fn every_variable_the_deployment_files_set_is_one_idmint_serve_reads() {
     }
     let kube = read("kubernetes/statefulset.yaml");
     assert!(kube.contains("path: /readyz") && kube.contains("path: /healthz"));
+    assert!(
+        kube.contains("{name: IDMINT_GENERATOR_ID_FROM_HOSTNAME, value: \"true\"}"),
+        "the StatefulSet serves the generator ID of each pod's ordinal"
+    );
 }
 
 /// The container's configuration, as the Dockerfile sets it (`IDMINT_LISTEN`,

@@ -553,3 +553,40 @@ fn lost_or_zeroed_store_and_mark_files_are_refused_and_reported_by_doctor() {
     std::fs::remove_file(dir.path().join("default/0.mark")).expect("rm the mark");
     assert_refused(&refused_start(dir.path(), &[], &[]), "the mark file is missing");
 }
+
+/// StatefulSet ordinals: `HOSTNAME=idmint-7` with --generator-id-from-hostname serves
+/// generator 7 (and so does the file's `generator_id_from_hostname`); a hostname without an
+/// ordinal, or with one outside the layout's range, is refused with one `error:` line.
+#[test]
+fn a_statefulset_ordinal_picks_the_generator_id_and_a_hostname_without_one_is_refused() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let flag = ["--generator-id-from-hostname"];
+    let mut pod = Serve::start(dir.path(), &flag, &[("HOSTNAME", "idmint-7")]);
+    assert_eq!(pod.generator_id(), 7);
+    let ids = fetch(&pod, 2);
+    assert!(ids.iter().all(|&id| (id >> 12) & 0x3ff == 7), "every id carries generator 7");
+    assert!(pod.terminate().success(), "exit after SIGTERM:\n{}", pod.full_log());
+
+    let config = dir.path().join("idmint.toml");
+    std::fs::write(&config, "generator_id_from_hostname = true\n").expect("write the config");
+    let config = config.to_string_lossy().into_owned();
+    let mut from_file =
+        Serve::start(dir.path(), &["--config", &config], &[("HOSTNAME", "idmint-3")]);
+    assert_eq!(from_file.generator_id(), 3);
+    assert!(from_file.terminate().success(), "{}", from_file.full_log());
+
+    for (hostname, what) in [
+        ("web", "does not end in a StatefulSet ordinal"),
+        ("idmint-", "does not end in a StatefulSet ordinal"),
+        ("idmint-5000", "out of range"),
+    ] {
+        let (status, stderr) = refused_start(dir.path(), &flag, &[("HOSTNAME", hostname)]);
+        assert_eq!(status.code(), Some(1), "{hostname}: exit status: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{hostname}: not one line on stderr:\n{stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(what),
+            "{hostname}: the refusal does not say `{what}`: {stderr}"
+        );
+    }
+    report("a_statefulset_ordinal_picks_the_generator_id", assert_unique(&ids));
+}

@@ -13,6 +13,7 @@
 //! | [`FileCoordinator`] | an exclusive `flock` per (directory, namespace, generator ID) | a JSON file, written with fsync and an atomic rename | one machine, the default |
 //! | [`MemoryCoordinator`] | a map | a map | tests; the reference implementation |
 //! | `EtcdCoordinator` (feature `etcd`) | a key per (namespace, generator ID) on the claim's own etcd lease, created by a create-if-absent transaction; its create revision is the fencing token | a plain key, written by a transaction that compares the claim's token and the mark's last revision | several servers; `Scheme::LableOrg` shares LableOrg's `uniqueid-etcd` pool |
+//! | `PostgresCoordinator` (feature `postgres`) | a row per (namespace, generator ID) whose lease `expires_at = now() + ttl` is timed by the database's clock and renewed by the holder; taken over only once expired, with `epoch + 1` | the same row, written by an `UPDATE` that compares the epoch (the fence), the lease and the stored mark | several servers on the Postgres they already run |
 //! | `IcicleClient` (feature `redis`; not a `Coordinator`) | none: each Redis node is a generator, its logical shard ID set by an operator (`IcicleClient::set_shard`) | none: the node's sequence and `TIME`, plus a client-side failover guard | icicle-compatible IDs shared with Java icicle clients; **best-effort**: a Redis failover or restart can repeat IDs the client did not see |
 //!
 //! Every backend passes the same conformance suite (`conformance`, feature `test-util`);
@@ -91,7 +92,9 @@ pub use crate::{
 pub use crate::etcd_store::{EtcdStore, EtcdStoreOptions};
 #[cfg(feature = "postgres")]
 pub use crate::postgres::{
-    DEFAULT_PROMOTION_COUNTER_MARGIN, DEFAULT_PROMOTION_MARGIN, PostgresOptions, PostgresStore,
+    DEFAULT_PROMOTION_COUNTER_MARGIN, DEFAULT_PROMOTION_MARGIN, DEFAULT_PROMOTION_MARK_MARGIN_MS,
+    PostgresOptions, PostgresStore,
+    coordinator::{PostgresClaimRow, PostgresCoordinator, PostgresLeaseOptions},
 };
 pub use crate::{
     counter::{CounterStore, DecimalIdIssuer, DecimalIdOptions, DecimalIds},

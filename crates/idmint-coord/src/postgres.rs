@@ -1,7 +1,11 @@
 //! The Postgres backend of segments and counters (feature `postgres`): one row per namespace
 //! or counter, each range or value one atomic statement, the schema and its never-decrease
-//! triggers in `sql/`. It owns the SQL, the durability check and the mapping of Postgres
-//! errors into [`Error`]; it knows nothing of allocators or DecimalIds.
+//! triggers in `sql/`. It owns the connection, the durability check, the history guard and the
+//! mapping of Postgres errors into [`Error`]; it knows nothing of allocators or DecimalIds.
+//! `PostgresCoordinator` (`postgres/coordinator.rs`) claims generator IDs over the same
+//! connection.
+
+pub(crate) mod coordinator;
 
 use std::{
     ops::Range,
@@ -25,6 +29,8 @@ const BACKEND: &str = "postgres";
 
 /// The schema, run on every new connection (idempotent).
 const SCHEMA: &str = include_str!("sql/schema.sql");
+/// The claims table of `PostgresCoordinator`, run with the schema (idempotent).
+const CLAIMS: &str = include_str!("sql/claims.sql");
 /// One range: the atomic upsert.
 const NEXT_RANGE: &str = include_str!("sql/next_range.sql");
 /// One counter value: the atomic upsert.
@@ -44,6 +50,9 @@ const HISTORY_LOCK: i64 = 7_587_007_236_661_834_088;
 pub const DEFAULT_PROMOTION_MARGIN: u64 = 1_000_000_000;
 /// The default promotion margin of counters (DecimalId launch IDs, taken once per start).
 pub const DEFAULT_PROMOTION_COUNTER_MARGIN: u64 = 100;
+/// The default promotion margin of generator-ID marks: 60 s (DESIGN.md, "Generator-ID leases
+/// in Postgres").
+pub const DEFAULT_PROMOTION_MARK_MARGIN_MS: u64 = 60_000;
 
 /// Settings of a [`PostgresStore`]. Build it with struct-update syntax from
 /// [`PostgresOptions::default`].
@@ -75,6 +84,10 @@ pub struct PostgresOptions {
     /// The same for counters (one value per server start). Default
     /// [`DEFAULT_PROMOTION_COUNTER_MARGIN`] (100).
     pub promotion_counter_margin: u64,
+    /// The same for the generator-ID marks of `PostgresCoordinator`, in ms: it must exceed the
+    /// marks the old primary could store within its standby's worst lag (the lag plus the
+    /// servers' window). Default [`DEFAULT_PROMOTION_MARK_MARGIN_MS`] (60 s).
+    pub promotion_mark_margin_ms: u64,
 }
 
 impl PostgresOptions {
@@ -87,6 +100,7 @@ impl PostgresOptions {
         for (name, margin) in [
             ("promotion margin", self.promotion_margin),
             ("promotion counter margin", self.promotion_counter_margin),
+            ("promotion mark margin", self.promotion_mark_margin_ms),
         ] {
             if margin > MAX_SEGMENT_ID {
                 return Err(Error::InvalidRequest(format!(
@@ -105,6 +119,7 @@ impl Default for PostgresOptions {
             connect_timeout: Duration::from_secs(5),
             promotion_margin: DEFAULT_PROMOTION_MARGIN,
             promotion_counter_margin: DEFAULT_PROMOTION_COUNTER_MARGIN,
+            promotion_mark_margin_ms: DEFAULT_PROMOTION_MARK_MARGIN_MS,
         }
     }
 }
@@ -204,6 +219,8 @@ struct Conn {
     client: Client,
     next_range: Statement,
     next_counter: Statement,
+    /// Other statements (the coordinator's), prepared on first use, by their SQL.
+    prepared: std::sync::Mutex<std::collections::HashMap<&'static str, Statement>>,
 }
 
 impl PostgresStore {
@@ -325,6 +342,94 @@ impl PostgresStore {
 }
 
 impl PostgresStore {
+    /// Runs `sql` (prepared once per connection, with parameter `types`) under the request
+    /// timeout, as [`run`](Self::run) does the range statement.
+    pub(crate) async fn query(
+        &self,
+        what: &str,
+        sql: &'static str,
+        types: &[Type],
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error> {
+        let conn = self.conn().await?;
+        let cached = conn.prepared.lock().unwrap_or_else(|p| p.into_inner()).get(sql).cloned();
+        let statement = match cached {
+            Some(statement) => statement,
+            None => {
+                let statement = match tokio::time::timeout(
+                    self.options.request_timeout,
+                    conn.client.prepare_typed(sql, types),
+                )
+                .await
+                {
+                    Ok(Ok(statement)) => statement,
+                    Ok(Err(e)) => {
+                        if e.is_closed() || conn.client.is_closed() {
+                            self.forget(&conn).await;
+                        }
+                        return Err(failed(what, &e));
+                    }
+                    Err(_) => {
+                        self.forget(&conn).await;
+                        return Err(unavailable(format!("preparing {what} got no answer")));
+                    }
+                };
+                conn.prepared
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(sql, statement.clone());
+                statement
+            }
+        };
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let timeout = self.options.request_timeout;
+        match tokio::time::timeout(timeout, conn.client.query(&statement, params)).await {
+            Ok(Ok(rows)) => Ok(rows),
+            Ok(Err(e)) => {
+                if e.is_closed() || conn.client.is_closed() {
+                    self.forget(&conn).await;
+                }
+                Err(failed(what, &e))
+            }
+            Err(_) => {
+                self.forget(&conn).await;
+                Err(unavailable(format!("{what} got no answer within {timeout:?}")))
+            }
+        }
+    }
+
+    /// The history identity recorded in `idmint_meta` (its system identifier), the database's
+    /// name, and the floor of the last adoption (`idmint lease adopt-cluster`), if any; `None`
+    /// before any identity is recorded.
+    pub(crate) async fn recorded_history(&self) -> Result<History, Error> {
+        const SQL: &str = "SELECT (SELECT value FROM idmint_meta WHERE key = $1), \
+                           current_database(), \
+                           (SELECT value FROM idmint_meta WHERE key = 'adopted')";
+        let rows =
+            self.query("read the recorded history", SQL, &[Type::TEXT], &[&HISTORY_KEY]).await?;
+        let row =
+            rows.first().ok_or_else(|| unavailable("no answer to the history read".into()))?;
+        let text: Option<String> = row.try_get(0).map_err(|e| failed("read the history", &e))?;
+        let database: String = row.try_get(1).map_err(|e| failed("read the history", &e))?;
+        let adopted: Option<String> = row.try_get(2).map_err(|e| failed("read the history", &e))?;
+        let system =
+            text.map(|text| Identity::parse(&text)).transpose()?.map(|i| i.system_identifier);
+        let adopted_ms = adopted
+            .map(|text| {
+                text.parse::<u64>().map_err(|_| Error::Corrupt {
+                    path: "postgres idmint_meta row `adopted`".into(),
+                    reason: format!("`{text}` is not a time in ms"),
+                })
+            })
+            .transpose()?;
+        Ok(History { system, database, adopted_ms })
+    }
+
+    /// The request timeout of every statement.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.options.request_timeout
+    }
+
     /// Opens a connection, refuses it when its durability settings are off or it is a standby,
     /// creates the schema, raises the rows if the history changed, and prepares the statements.
     async fn open(&self) -> Result<Conn, Error> {
@@ -337,7 +442,10 @@ impl PostgresStore {
         check_settings(&client).await?;
         let live = live_identity(&client).await?;
         client
-            .batch_execute(&format!("BEGIN;\n{SCHEMA}\nCOMMIT;"))
+            // `IF NOT EXISTS` answers with notices, which tokio-postgres logs: not news.
+            .batch_execute(&format!(
+                "SET client_min_messages TO warning;\nBEGIN;\n{SCHEMA}\n{CLAIMS}\nCOMMIT;"
+            ))
             .await
             .map_err(|e| failed("create the schema", &e))?;
         self.check_history(&mut client, &live).await?;
@@ -349,7 +457,7 @@ impl PostgresStore {
             .prepare_typed(NEXT_COUNTER, &[Type::TEXT, Type::INT8])
             .await
             .map_err(|e| failed("prepare the counter statement", &e))?;
-        Ok(Conn { client, next_range, next_counter })
+        Ok(Conn { client, next_range, next_counter, prepared: Default::default() })
     }
 
     /// The compare-and-set of the history identity: under an advisory lock, reads the recorded
@@ -380,7 +488,8 @@ impl PostgresStore {
             None => {
                 let rows: i64 = tx
                     .query_one(
-                        "SELECT (SELECT count(*) FROM idmint_segments) + (SELECT count(*) FROM idmint_counters)",
+                        "SELECT (SELECT count(*) FROM idmint_segments) + (SELECT count(*) FROM idmint_counters) \
+                         + (SELECT count(*) FROM idmint_claims)",
                         &[],
                     )
                     .await
@@ -396,27 +505,32 @@ impl PostgresStore {
             }
         };
         if !why.is_empty() {
-            let (margin, counter_margin) =
-                (self.options.promotion_margin, self.options.promotion_counter_margin);
+            let (margin, counter_margin, mark_margin) = (
+                self.options.promotion_margin,
+                self.options.promotion_counter_margin,
+                self.options.promotion_mark_margin_ms,
+            );
             if !self.raise {
                 tracing::error!(
                     "UNSAFE: {why}; the post-promotion bump is disabled (a negative control for tests only): nothing raised"
                 );
-            } else if margin == 0 && counter_margin == 0 {
+            } else if margin == 0 && counter_margin == 0 && mark_margin == 0 {
                 tracing::warn!(
                     "{why}; promotion margins are 0 (synchronous replication assumed): nothing raised"
                 );
             } else {
                 // Both fit: `validate` keeps the margins within `i64::MAX`.
-                let (margin_i, counter_i) = (margin as i64, counter_margin as i64);
+                let (margin_i, counter_i, mark_i) =
+                    (margin as i64, counter_margin as i64, mark_margin as i64);
                 let row = tx
-                    .query_one(RAISE, &[&margin_i, &counter_i])
+                    .query_one(RAISE, &[&margin_i, &counter_i, &mark_i])
                     .await
                     .map_err(|e| failed("raise the rows after a new history", &e))?;
                 let segments: i64 = row.try_get(0).map_err(|e| failed("raise the rows", &e))?;
                 let counters: i64 = row.try_get(1).map_err(|e| failed("raise the rows", &e))?;
+                let marks: i64 = row.try_get(2).map_err(|e| failed("raise the rows", &e))?;
                 tracing::warn!(
-                    "{why}: raised {segments} segment rows by {margin} and {counters} counters by {counter_margin} before handing out any range"
+                    "{why}: raised {segments} segment rows by {margin}, {counters} counters by {counter_margin} and {marks} generator-ID marks by {mark_margin} ms (ending their claims) before handing out anything"
                 );
                 self.raises.fetch_add(1, Ordering::Relaxed);
             }
@@ -461,6 +575,17 @@ async fn live_identity(client: &Client) -> Result<Identity, Error> {
         .and_then(|hex| u32::from_str_radix(hex, 16).ok())
         .ok_or_else(|| corrupt(format!("WAL file name `{wal_file}`")))?;
     Ok(Identity { system_identifier, timeline })
+}
+
+/// What a database records of itself, for `Coordinator::lineage`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct History {
+    /// The recorded system identifier (`None` before any is recorded).
+    pub(crate) system: Option<i64>,
+    /// The database's name.
+    pub(crate) database: String,
+    /// The floor of the last adoption, if any.
+    pub(crate) adopted_ms: Option<u64>,
 }
 
 /// Which history a database is on: its system and timeline.

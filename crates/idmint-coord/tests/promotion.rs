@@ -218,6 +218,7 @@ async fn margins_must_fit_a_row_and_zero_trusts_synchronous_replication() {
     for options in [
         PostgresOptions { promotion_margin: u64::MAX, ..PostgresOptions::default() },
         PostgresOptions { promotion_counter_margin: 1 << 63, ..PostgresOptions::default() },
+        PostgresOptions { promotion_mark_margin_ms: 1 << 63, ..PostgresOptions::default() },
     ] {
         let refused = PostgresStore::connect("postgresql://nobody@127.0.0.1:1/x", options).await;
         assert!(matches!(refused, Err(Error::InvalidRequest(_))), "{refused:?}");
@@ -229,6 +230,7 @@ async fn margins_must_fit_a_row_and_zero_trusts_synchronous_replication() {
     let sync = PostgresOptions {
         promotion_margin: 0,
         promotion_counter_margin: 0,
+        promotion_mark_margin_ms: 0,
         ..PostgresOptions::default()
     };
     let store = PostgresStore::connect(&server.url(), sync).await.expect("connect");

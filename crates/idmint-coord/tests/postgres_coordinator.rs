@@ -1,0 +1,335 @@
+//! `PostgresCoordinator` against real PostgreSQL servers (`idmint_coord::testing::Postgres`):
+//! the conformance suite, ten concurrent cold starts, a paused holder taken over (each with
+//! the `test-no-pg-fence` negative control), leases that outlive their TTL while renewed, the
+//! takeover time after a holder dies, a changed history raising every mark once, and the
+//! lineage a server remembers. Each test starts its own server on a free loopback port; they
+//! skip without PostgreSQL, unless `CI=true`.
+
+#![cfg(all(feature = "test-util", feature = "postgres"))]
+
+use std::{
+    collections::HashSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use idmint_coord::{
+    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, PostgresCoordinator,
+    PostgresLeaseOptions, PostgresOptions, Remembered, conformance,
+    testing::{self, Postgres},
+};
+
+/// Short leases, so that takeovers are quick.
+fn lease() -> PostgresLeaseOptions {
+    PostgresLeaseOptions { ttl: Duration::from_secs(2), margin: Duration::from_millis(500) }
+}
+
+fn options() -> PostgresOptions {
+    PostgresOptions { request_timeout: Duration::from_secs(3), ..PostgresOptions::default() }
+}
+
+async fn connect(server: &Postgres, fenced: bool) -> PostgresCoordinator {
+    let coordinator =
+        PostgresCoordinator::connect(&server.url(), options(), lease()).await.expect("connect");
+    #[cfg(feature = "test-no-pg-fence")]
+    let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
+    #[cfg(not(feature = "test-no-pg-fence"))]
+    assert!(fenced, "the negative control needs feature test-no-pg-fence");
+    coordinator
+}
+
+/// Prints a measured number (shown with `--nocapture`).
+#[allow(clippy::print_stdout, reason = "the measured numbers")]
+fn report(line: &str) {
+    println!("{line}");
+}
+
+fn request(namespace: &str, ids: GeneratorIds) -> ClaimRequest {
+    ClaimRequest::new(namespace, ids, "test-layout")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_coordinator_passes_the_conformance_suite() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let url = server.url();
+    let handles = move || {
+        let connecting = PostgresCoordinator::connect(&url, options(), lease());
+        let handle = tokio::runtime::Handle::current();
+        let coordinator =
+            tokio::task::block_in_place(|| handle.block_on(connecting)).expect("connect");
+        Arc::new(coordinator) as Arc<dyn Coordinator>
+    };
+    conformance::run_all(&handles).await;
+}
+
+/// Ten coordinators (ten connections) claim from one pool at once: the generator IDs each
+/// got, with duplicates kept.
+async fn cold_start(server: &Postgres, fenced: bool) -> Vec<u64> {
+    let url = server.url();
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let coordinator =
+                    PostgresCoordinator::connect(&url, options(), lease()).await.expect("connect");
+                #[cfg(feature = "test-no-pg-fence")]
+                let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
+                let _ = fenced;
+                let req = request("cold", GeneratorIds::Pool { count: 4096 })
+                    .with_holder(format!("server {i}"));
+                let claim = coordinator.claim(&req).await.expect("claim");
+                (claim.generator_id(), coordinator, claim)
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    let mut keep = Vec::new();
+    for task in tasks {
+        let (id, coordinator, claim) = task.await.expect("task");
+        ids.push(id);
+        keep.push((coordinator, claim));
+    }
+    ids
+}
+
+fn distinct(ids: &[u64]) -> bool {
+    ids.iter().collect::<HashSet<_>>().len() == ids.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_concurrent_cold_starts_get_ten_distinct_ids() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let mut ids = cold_start(&server, true).await;
+    assert!(distinct(&ids), "a generator id was handed out twice: {ids:?}");
+    ids.sort_unstable();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>(), "the ten lowest ids");
+}
+
+/// The negative control: without the exclusive check, the same cold start hands one ID to
+/// several servers, and the check above catches it.
+#[cfg(feature = "test-no-pg-fence")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_fence_cold_starts_share_ids() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let ids = cold_start(&server, false).await;
+    report(&format!("without the fence, ten cold starts got {ids:?}"));
+    assert!(!distinct(&ids), "the check must catch shared ids, got {ids:?}");
+}
+
+/// What a takeover of a paused holder led to.
+#[derive(Debug)]
+struct Takeover {
+    /// The window the old holder stored before its pause.
+    before_pause: u64,
+    /// The mark the new holder started above.
+    new_holder_read: Option<u64>,
+    /// Whether the old holder could still extend its window after the takeover.
+    old_holder_stored_after: bool,
+    /// The old holder's state as it woke up.
+    old_state: ClaimState,
+    /// From the pause to the new holder's claim.
+    takeover: Duration,
+}
+
+impl Takeover {
+    /// Whether both holders may have issued the same times: the new one starts at or below
+    /// the end of the old one's window.
+    fn duplicates_possible(&self) -> bool {
+        let new_start = self.new_holder_read.map_or(0, |mark| mark + 1);
+        let old_end = if self.old_holder_stored_after { u64::MAX } else { self.before_pause };
+        new_start <= old_end
+    }
+}
+
+/// Holder A stores a window and "pauses" (its renewals stop, its claim still reads Held); B
+/// retries every 20 ms until it takes the generator ID; A wakes up and extends its window.
+async fn takeover(server: &Postgres, fenced: bool) -> Takeover {
+    let (a, b) = (connect(server, fenced).await, connect(server, fenced).await);
+    let req = request("paused", GeneratorIds::Fixed(0));
+    let old = a.claim(&req.clone().with_holder("server a")).await.expect("a claims");
+    a.store_mark(&old, 10_000).await.expect("a stores its window");
+    assert!(a.pause_renewals(&old));
+    let paused = Instant::now();
+    let new = loop {
+        match b.claim(&req.clone().with_holder("server b")).await {
+            Ok(claim) => break claim,
+            Err(Error::Conflict { holder, .. }) if paused.elapsed() < Duration::from_secs(15) => {
+                assert!(holder.contains("server a"), "{holder}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => panic!("b must take the id once a's lease expires, got {other:?}"),
+        }
+    };
+    let takeover = paused.elapsed();
+    let old_state = old.state();
+    let old_holder_stored_after = match a.store_mark(&old, 20_000).await {
+        Ok(()) => true,
+        Err(Error::ClaimLost { .. }) => false,
+        Err(e) => panic!("unexpected error from the paused holder: {e}"),
+    };
+    if fenced {
+        b.store_mark(&new, 30_000).await.expect("the new holder stores");
+    }
+    Takeover {
+        before_pause: 10_000,
+        new_holder_read: new.mark_ms(),
+        old_holder_stored_after,
+        old_state,
+        takeover,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_cannot_store_after_a_takeover() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let outcome = takeover(&server, true).await;
+    report(&format!(
+        "takeover {} ms after the holder paused (lease ttl {} ms)",
+        outcome.takeover.as_millis(),
+        lease().ttl.as_millis()
+    ));
+    assert!(
+        matches!(outcome.old_state, ClaimState::Held { until: Some(t) } if t < Instant::now()),
+        "the paused holder still reads Held (stale), so the fence refused: {outcome:?}"
+    );
+    assert!(!outcome.old_holder_stored_after, "{outcome:?}");
+    assert_eq!(outcome.new_holder_read, Some(10_000), "the new holder reads the old mark");
+    assert!(!outcome.duplicates_possible(), "{outcome:?}");
+    // The lease is timed by the database, so B cannot take over before A's lease expired:
+    // at least the TTL after A's last renewal, which was before the pause.
+    assert!(outcome.takeover >= lease().ttl - lease().ttl / 3, "{outcome:?}");
+}
+
+/// The negative control: without the fence the paused holder's write succeeds, and the check
+/// above catches it.
+#[cfg(feature = "test-no-pg-fence")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_fence_a_paused_holder_still_stores() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let outcome = takeover(&server, false).await;
+    assert!(outcome.old_holder_stored_after, "{outcome:?}");
+    assert!(outcome.duplicates_possible(), "the check must catch the unfenced takeover");
+}
+
+/// Waits (at most `limit`) until the claim reads `Lost`.
+async fn lost_within(claim: &Claim, limit: Duration) -> bool {
+    let mut state = claim.watch();
+    tokio::time::timeout(limit, state.wait_for(|s| *s == ClaimState::Lost)).await.is_ok()
+}
+
+/// A renewed claim outlives its TTL, its deadline advances, and it costs one statement per
+/// TTL/3; the counts are printed (the lease upkeep).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_claim_outlives_its_ttl_and_its_deadline_advances() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let a = connect(&server, true).await;
+    let claim = a.claim(&request("renewed", GeneratorIds::Fixed(0))).await.expect("claim");
+    let ClaimState::Held { until: Some(first) } = claim.state() else { panic!("not held") };
+    let (trips, renewals) = (a.round_trips(), a.renewals());
+    let idle = lease().ttl * 3;
+    // Waiting on another process's clock (the database's): the verdict is the claim's state.
+    let lost = lost_within(&claim, idle).await;
+    assert!(!lost, "a renewed claim must outlive three TTLs");
+    let ClaimState::Held { until: Some(later) } = claim.state() else { panic!("not held") };
+    assert!(later > first, "the deadline advances with renewals");
+    let (trips, renewals) = (a.round_trips() - trips, a.renewals() - renewals);
+    report(&format!(
+        "idle upkeep over {} ms with ttl {} ms: {renewals} renewals, {trips} statements",
+        idle.as_millis(),
+        lease().ttl.as_millis()
+    ));
+    assert!(renewals >= 3, "renewed about every ttl/3, got {renewals}");
+    // Another claimant is refused the whole time.
+    let b = connect(&server, true).await;
+    assert!(matches!(
+        b.claim(&request("renewed", GeneratorIds::Fixed(0))).await,
+        Err(Error::Conflict { .. })
+    ));
+    a.release(&claim).await.expect("release");
+    b.claim(&request("renewed", GeneratorIds::Fixed(0))).await.expect("claim after release");
+}
+
+/// A holder whose renewals fail (the database killed) turns `Lost` by itself at its own
+/// deadline, and stores nothing after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_renewals_fail_turns_lost_at_its_deadline() {
+    let Some(mut server) = testing::available(Postgres::start()) else { return };
+    let a = connect(&server, true).await;
+    let claim = a.claim(&request("cut", GeneratorIds::Fixed(0))).await.expect("claim");
+    a.store_mark(&claim, 1_000).await.expect("store");
+    server.kill().expect("kill postgres");
+    assert!(lost_within(&claim, lease().ttl * 3).await, "the claim must turn lost");
+    assert!(matches!(a.store_mark(&claim, 2_000).await, Err(Error::ClaimLost { .. })));
+}
+
+/// A changed history (a promoted standby, a restore) raises every mark by the margin once and
+/// ends every claim; a second connection raises nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_history_raises_every_mark_once_and_ends_every_claim() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    let a = connect(&server, true).await;
+    let claim = a.claim(&request("history", GeneratorIds::Fixed(3))).await.expect("claim");
+    a.store_mark(&claim, 50_000).await.expect("store");
+    server
+        .psql(
+            "update idmint_meta set value = 'system_identifier=1 timeline=1' where key = 'history'",
+        )
+        .expect("tamper");
+    let margin = 5_000;
+    let raising = PostgresOptions { promotion_mark_margin_ms: margin, ..options() };
+    let b = PostgresCoordinator::connect(&server.url(), raising.clone(), lease())
+        .await
+        .expect("connect after the history changed");
+    // The claim ended: a's renewal fails, its next write is refused.
+    assert!(lost_within(&claim, lease().ttl * 2).await, "a's claim must end");
+    assert!(matches!(a.store_mark(&claim, 60_000).await, Err(Error::ClaimLost { .. })));
+    let again = b.claim(&request("history", GeneratorIds::Fixed(3))).await.expect("claim");
+    assert_eq!(again.mark_ms(), Some(50_000 + margin), "raised once by the margin");
+    b.release(&again).await.expect("release");
+    let c = PostgresCoordinator::connect(&server.url(), raising, lease()).await.expect("connect");
+    let third = c.claim(&request("history", GeneratorIds::Fixed(3))).await.expect("claim");
+    assert_eq!(third.mark_ms(), Some(50_000 + margin), "not raised twice");
+}
+
+/// The lineage names the database's system, so a server's data directory remembers it, and
+/// another Postgres cluster is refused until an operator adopts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_remembers_the_database_it_claimed_on() {
+    let Some(first) = testing::available(Postgres::start()) else { return };
+    let other = Postgres::start().expect("a second server");
+    let dir = tempfile::tempdir().expect("data dir");
+    let req = request("remembered", GeneratorIds::Fixed(0));
+    let lineage = connect(&first, true).await.lineage().await.expect("lineage").expect("some");
+    assert!(lineage.recorded && lineage.store.starts_with("postgres system "), "{lineage:?}");
+    {
+        let remembered =
+            Remembered::open(dir.path(), Arc::new(connect(&first, true).await)).expect("open");
+        let claim = remembered.claim(&req).await.expect("claim");
+        remembered.store_mark(&claim, 7_000).await.expect("store");
+        remembered.release(&claim).await.expect("release");
+    }
+    let remembered =
+        Remembered::open(dir.path(), Arc::new(connect(&other, true).await)).expect("open");
+    match remembered.claim(&req).await {
+        Err(Error::StoreChanged { remembered, found, .. }) => {
+            assert_eq!(remembered, lineage.store);
+            assert_ne!(found, lineage.store);
+        }
+        other => panic!("another postgres cluster must be refused, got {other:?}"),
+    }
+    // The operator adopts the other cluster (every server stopped): its marks are raised to
+    // the floor and the adoption recorded, so the remembering server claims on it, never
+    // below what it remembers.
+    let operator = connect(&other, true).await;
+    let elsewhere = request("remembered", GeneratorIds::Fixed(1));
+    let claim = operator.claim(&elsewhere).await.expect("claim");
+    operator.store_mark(&claim, 50).await.expect("store");
+    operator.release(&claim).await.expect("release");
+    assert_eq!(operator.adopt(100_000).await.expect("adopt"), (1, 0));
+    assert_eq!(operator.adopt(100_000).await.expect("adopt again"), (0, 1), "harmless");
+    let claim = remembered.claim(&req).await.expect("claim on the adopted cluster");
+    assert_eq!(claim.mark_ms(), Some(7_000), "never below the remembered mark");
+    remembered.release(&claim).await.expect("release");
+    let raised = remembered.claim(&elsewhere).await.expect("claim");
+    assert_eq!(raised.mark_ms(), Some(100_000), "raised to the floor");
+}
