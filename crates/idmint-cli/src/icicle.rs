@@ -37,6 +37,8 @@ Examples:
 )]
 struct SetShardArgs {
     /// The node, as redis://[:password@]host:port[/db].
+    // The brackets are the URL's optional parts, read by clap as help, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(value_name = "URL")]
     node: String,
     /// The logical shard ID, 1 to 1023.

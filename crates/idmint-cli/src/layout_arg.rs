@@ -21,6 +21,8 @@ pub(crate) struct LayoutArgs {
 
     /// A custom layout from a TOML file (name, bits, epoch or epoch_ms, tick_ms, [[fields]]).
     /// Default: none (use --layout).
+    // `[[fields]]` is TOML, read by clap as help, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "FILE", conflicts_with = "layout")]
     pub(crate) layout_file: Option<PathBuf>,
 

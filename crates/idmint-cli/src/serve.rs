@@ -100,6 +100,8 @@ pub(crate) struct Args {
     /// scheme://host[:port], or `*` for any. Repeat the flag (or separate with commas) for
     /// more; other origins get no CORS headers [default: none; the file's
     /// `server.cors_allow_origins`].
+    // `[:port]` is the origin's optional part, read by clap as help, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(
         long = "cors-allow-origin",
         env = "IDMINT_CORS_ALLOW_ORIGIN",

@@ -34,7 +34,7 @@ struct Recorded {
     adopted_ms: Option<u64>,
 }
 
-/// What [`adopt`] did.
+/// What [`EtcdCoordinator::adopt_cluster`](crate::EtcdCoordinator::adopt_cluster) did.
 ///
 /// # Example
 ///
