@@ -758,7 +758,8 @@ fn etcd_leader_kill(run: &mut Run) -> Result<(), ChaosError> {
 
 /// T7, paused: three servers on a three-member etcd (every endpoint given, a 10 s lease),
 /// each under HTTP load, and an idmint-client over all three prefetching with two refills in
-/// flight; one etcd follower is stopped with SIGSTOP for 30 s, then resumed. A paused member
+/// flight; one etcd follower is stopped with SIGSTOP for 15 s (longer than the 10 s lease;
+/// `--scale 2` for 30 s), then resumed. A paused member
 /// accepts connections and answers nothing, which a client that does not track members' health
 /// waits out request by request.
 fn etcd_follower_pause(run: &mut Run) -> Result<(), ChaosError> {
@@ -790,7 +791,7 @@ fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
     let member = if leader { current } else { (current + 1) % 3 };
     let pid = etcd.member_pids()[member]
         .ok_or_else(|| ChaosError::Server(format!("etcd member {member} does not run")))?;
-    let held = run.secs(30.0);
+    let held = run.secs(15.0);
     signal_pid(pid, "STOP")?;
     let kind = if leader { "etcd_leader_pause" } else { "etcd_follower_pause" };
     run.fired(kind, format!("etcd member {member} SIGSTOP for {held:?} (leader {current})"));

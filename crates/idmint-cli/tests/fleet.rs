@@ -382,9 +382,12 @@ mod on_etcd {
     struct Etcd {
         runtime: tokio::runtime::Runtime,
         cluster: EtcdCluster,
-        /// The servers' data directory: it remembers the cluster they claim on (each test
-        /// has a cluster of its own, so a shared default directory would be refused).
+        /// Where the servers' data directories are: each remembers the cluster its server
+        /// claims on and the marks it stored (each test has a cluster of its own, so a shared
+        /// default directory would be refused).
         data: tempfile::TempDir,
+        /// How many data directories [`Etcd::data_dir`] made.
+        servers: AtomicUsize,
     }
 
     impl Etcd {
@@ -396,12 +399,15 @@ mod on_etcd {
                 .expect("runtime");
             let cluster = testing::available(runtime.block_on(EtcdCluster::start(members)))?;
             let data = tempfile::tempdir().expect("temporary directory");
-            Some(Etcd { runtime, cluster, data })
+            Some(Etcd { runtime, cluster, data, servers: AtomicUsize::new(0) })
         }
 
-        /// `--data-dir` for the servers of this test.
+        /// `--data-dir` for one more server of this test: a new directory each time, as on a
+        /// host of its own (servers sharing one would share their memory of marks, and one
+        /// server's memory would cover for another in the negative controls).
         fn data_dir(&self) -> String {
-            self.data.path().display().to_string()
+            let n = self.servers.fetch_add(1, Ordering::Relaxed);
+            self.data.path().join(format!("server-{n}")).display().to_string()
         }
 
         /// `--etcd` for a server: every member.
@@ -833,7 +839,10 @@ mod on_etcd {
         let Some(etcd) = Etcd::start(1) else { return };
         let empty = Etcd::start(1).expect("a second etcd cluster");
         let pool = ["--generator-pool", "1"];
-        let mut first = Node::start("on cluster A", &fleet_args(&etcd, 2, &pool), &[]);
+        let first_args = fleet_args(&etcd, 2, &pool);
+        let at = first_args.iter().position(|a| a == "--data-dir").expect("--data-dir") + 1;
+        let remembering = first_args[at].clone();
+        let mut first = Node::start("on cluster A", &first_args, &[]);
         // Two seconds of load, then the restart with the clock set back to the first ID's
         // second (rounded down) and three seconds of load: the two spans of ID times overlap
         // by at least a second, and each server fills about a quarter of its milliseconds, so
@@ -863,7 +872,7 @@ mod on_etcd {
             serve_command(&args, &faked).spawn().expect("start idmint serve")
         };
 
-        let refused = start_on_b(&etcd.data_dir()).wait_with_output().expect("wait");
+        let refused = start_on_b(&remembering).wait_with_output().expect("wait");
         let stderr = common::strip_ansi(&String::from_utf8_lossy(&refused.stderr));
         let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
         assert_eq!(refused.status.code(), Some(1), "{stderr}");
