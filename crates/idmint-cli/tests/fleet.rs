@@ -375,6 +375,21 @@ mod on_etcd {
         SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// libfaketime's library, or `None` (the reason printed) when it is not installed and
+    /// `CI` is not `true`; under `CI=true` its absence fails the test.
+    fn faketime_or_skip() -> Option<std::path::PathBuf> {
+        let lib = libfaketime();
+        if lib.is_none() {
+            let hint = "install Debian's `faketime` package (scripts/test-all does)";
+            assert!(!testing::in_ci(), "libfaketime is required under CI=true: {hint}");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("skipping: libfaketime.so.1 not found; {hint}");
+            }
+        }
+        lib
+    }
+
     /// Where these tests keep their keys.
     const PREFIX: &str = "fleet/";
 
@@ -780,15 +795,7 @@ mod on_etcd {
     #[test]
     fn a_successor_with_its_clock_60s_back_issues_only_higher_ids() {
         let _serial = serial();
-        let Some(lib) = libfaketime() else {
-            let hint = "install Debian's `faketime` package (scripts/test-all does)";
-            assert!(!testing::in_ci(), "libfaketime is required under CI=true: {hint}");
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("skipping: libfaketime.so.1 not found; {hint}");
-            }
-            return;
-        };
+        let Some(lib) = faketime_or_skip() else { return };
         let Some(etcd) = Etcd::start(1) else { return };
         let args = fleet_args(&etcd, 2, &["--generator-pool", "1", "--wait-for-claim"]);
         let mut first = Node::start("true clock", &args, &[]);
@@ -827,15 +834,7 @@ mod on_etcd {
     #[test]
     fn a_server_restarted_on_an_empty_cluster_is_refused() {
         let _serial = serial();
-        let Some(lib) = libfaketime() else {
-            let hint = "install Debian's `faketime` package (scripts/test-all does)";
-            assert!(!testing::in_ci(), "libfaketime is required under CI=true: {hint}");
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("skipping: libfaketime.so.1 not found; {hint}");
-            }
-            return;
-        };
+        let Some(lib) = faketime_or_skip() else { return };
         let Some(etcd) = Etcd::start(1) else { return };
         let empty = Etcd::start(1).expect("a second etcd cluster");
         let pool = ["--generator-pool", "1"];
