@@ -399,12 +399,13 @@ impl PostgresStore {
     }
 
     /// The history identity recorded in `idmint_meta` (its system identifier), the database's
-    /// name, and the floor of the last adoption (`idmint lease adopt-cluster`), if any; `None`
-    /// before any identity is recorded.
+    /// name, the store's name (the UUID the schema wrote once), and the floor of the last
+    /// adoption (`idmint lease adopt-cluster`), if any; `None` before any identity is recorded.
     pub(crate) async fn recorded_history(&self) -> Result<History, Error> {
         const SQL: &str = "SELECT (SELECT value FROM idmint_meta WHERE key = $1), \
                            current_database(), \
-                           (SELECT value FROM idmint_meta WHERE key = 'adopted')";
+                           (SELECT value FROM idmint_meta WHERE key = 'adopted'), \
+                           (SELECT value FROM idmint_meta WHERE key = 'store')";
         let rows =
             self.query("read the recorded history", SQL, &[Type::TEXT], &[&HISTORY_KEY]).await?;
         let row =
@@ -412,6 +413,7 @@ impl PostgresStore {
         let text: Option<String> = row.try_get(0).map_err(|e| failed("read the history", &e))?;
         let database: String = row.try_get(1).map_err(|e| failed("read the history", &e))?;
         let adopted: Option<String> = row.try_get(2).map_err(|e| failed("read the history", &e))?;
+        let store: Option<String> = row.try_get(3).map_err(|e| failed("read the history", &e))?;
         let system =
             text.map(|text| Identity::parse(&text)).transpose()?.map(|i| i.system_identifier);
         let adopted_ms = adopted
@@ -422,7 +424,7 @@ impl PostgresStore {
                 })
             })
             .transpose()?;
-        Ok(History { system, database, adopted_ms })
+        Ok(History { system, database, store, adopted_ms })
     }
 
     /// The request timeout of every statement.
@@ -584,6 +586,9 @@ pub(crate) struct History {
     pub(crate) system: Option<i64>,
     /// The database's name.
     pub(crate) database: String,
+    /// The store's name: the UUID written when the schema was created in this database
+    /// (`None` only in a database whose schema predates it).
+    pub(crate) store: Option<String>,
     /// The floor of the last adoption, if any.
     pub(crate) adopted_ms: Option<u64>,
 }

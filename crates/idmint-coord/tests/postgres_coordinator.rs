@@ -333,3 +333,69 @@ async fn a_server_remembers_the_database_it_claimed_on() {
     let raised = remembered.claim(&elsewhere).await.expect("claim");
     assert_eq!(raised.mark_ms(), Some(100_000), "raised to the floor");
 }
+
+/// How a database can be emptied under a server that remembers it, on the same Postgres
+/// cluster (same system identifier, same database name where it applies).
+#[derive(Debug, Clone, Copy)]
+enum Wipe {
+    /// Every idmint table dropped and created again by the next connection.
+    DroppedTables,
+    /// The server pointed at another, empty database of the same cluster.
+    AnotherDatabase,
+}
+
+/// A server that remembers its marks is refused on a wiped database of the same cluster, or
+/// on another database there: both would let another server claim its generator ID from
+/// mark 0. The store's UUID (written once with the schema) tells them apart; the negative
+/// control is the lineage without it, which must name the wiped store as the same one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_is_refused_on_a_wiped_database_of_the_same_cluster() {
+    let Some(server) = testing::available(Postgres::start()) else { return };
+    for wipe in [Wipe::DroppedTables, Wipe::AnotherDatabase] {
+        check_wipe(&server, wipe).await;
+    }
+}
+
+async fn check_wipe(server: &Postgres, wipe: Wipe) {
+    let namespace = format!("wiped-{wipe:?}").to_lowercase();
+    let req = request(&namespace, GeneratorIds::Fixed(0));
+    let dir = tempfile::tempdir().expect("data dir");
+    let before = {
+        let first = connect(server, true).await;
+        let lineage = first.lineage().await.expect("lineage").expect("some");
+        let remembered = Remembered::open(dir.path(), Arc::new(first)).expect("open");
+        let claim = remembered.claim(&req).await.expect("claim");
+        remembered.store_mark(&claim, 7_000).await.expect("store");
+        remembered.release(&claim).await.expect("release");
+        lineage
+    };
+    let url = match wipe {
+        Wipe::DroppedTables => {
+            server
+                .psql("DROP TABLE idmint_claims, idmint_segments, idmint_counters, idmint_meta CASCADE")
+                .expect("drop the tables");
+            server.url()
+        }
+        Wipe::AnotherDatabase => {
+            server.psql("CREATE DATABASE idmint_other").expect("create a database");
+            server.url().replace("/idmint", "/idmint_other")
+        }
+    };
+    let wiped = PostgresCoordinator::connect(&url, options(), lease()).await.expect("connect");
+    let after = wiped.lineage().await.expect("lineage").expect("some");
+    // The negative control: without the store's name the two lineages are one for a wiped
+    // database, and the server would claim there from mark 0.
+    let without_name = |store: &str| store.split(", store ").next().unwrap_or_default().to_owned();
+    if matches!(wipe, Wipe::DroppedTables) {
+        assert_eq!(without_name(&before.store), without_name(&after.store), "{wipe:?}");
+    }
+    assert_ne!(before.store, after.store, "{wipe:?}: the store's name must change");
+    let remembered = Remembered::open(dir.path(), Arc::new(wiped)).expect("open");
+    match remembered.claim(&req).await {
+        Err(Error::StoreChanged { remembered, found, .. }) => {
+            assert_eq!(remembered, before.store, "{wipe:?}");
+            assert_eq!(found, after.store, "{wipe:?}");
+        }
+        other => panic!("{wipe:?}: a wiped database must be refused, got {other:?}"),
+    }
+}

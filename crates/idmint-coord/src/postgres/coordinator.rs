@@ -873,11 +873,13 @@ impl Coordinator for PostgresCoordinator {
         let history = self.inner.store.recorded_history().await?;
         // The system identifier, not the timeline: a promoted standby or a restore continues
         // the same store, its marks raised by the history guard (DESIGN.md).
+        // The store's UUID tells a wiped or re-created database from the one remembered.
         let database = history.database;
+        let name = history.store.map_or(String::new(), |store| format!(", store {store}"));
         Ok(Some(Lineage {
             store: match history.system {
-                Some(system) => format!("postgres system {system}, database {database}"),
-                None => format!("postgres database {database}"),
+                Some(system) => format!("postgres system {system}, database {database}{name}"),
+                None => format!("postgres database {database}{name}"),
             },
             recorded: history.system.is_some(),
             adopted_ms: history.adopted_ms,

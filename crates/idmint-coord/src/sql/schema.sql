@@ -59,3 +59,11 @@ CREATE TABLE IF NOT EXISTS idmint_meta (
     value text NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- The store's own name: a random UUID written once, when the schema is first created in a
+-- database. It travels with the data (a promoted standby, a physical or logical restore keep
+-- the row), and a dropped schema or a new database gets a new one, so a server that remembers
+-- the store it claimed on (its data directory's `fleet.d`) can tell a wiped database on the
+-- same Postgres cluster from the one it used.
+INSERT INTO idmint_meta (key, value) VALUES ('store', gen_random_uuid()::text)
+    ON CONFLICT (key) DO NOTHING;
