@@ -199,7 +199,8 @@ pub enum Error {
         other: String,
     },
     /// An icicle node refused to generate IDs because its lock key is set: its sequence rolled
-    /// over (a 1 ms lock), or a failover guard fenced it.
+    /// over (a 1 ms lock), or a failover guard fenced it; or the call itself rolled the
+    /// sequence over, and its range is not handed out (`IcicleClient`'s rollover rule).
     #[cfg(feature = "redis")]
     #[error("icicle node {node} is locked: {reason}")]
     NodeLocked {

@@ -22,6 +22,7 @@
 mod client;
 mod guard;
 mod reply;
+mod rollover;
 
 use idmint_core::Icicle;
 

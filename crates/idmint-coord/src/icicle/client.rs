@@ -18,6 +18,7 @@ use super::{
     display_node,
     guard::{Guard, Lineage, Verdict},
     reply::{self, ScriptReply},
+    rollover::{self, MAX_PER_CALL},
     unavailable,
 };
 use crate::Error;
@@ -27,6 +28,9 @@ use crate::Error;
 const FENCE_SCRIPT: &str = "local ttl = redis.call('PTTL', KEYS[1]) \
      if ttl == -1 or ttl >= tonumber(ARGV[1]) then return ttl end \
      redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1]) return tonumber(ARGV[1])";
+
+/// Why a call that rolled the sequence over hands out nothing (see `rollover.rs`).
+const ROLLOVER: &str = "the sequence rolled over in this call; its range is not handed out (its millisecond can recur)";
 
 /// The value the guard stores in the lock key (icicle's own lock stores `lock`).
 const FENCE_VALUE: &str = "idmint-failover-guard";
@@ -89,6 +93,12 @@ impl Default for IcicleOptions {
 /// * IDs are built from the reply: time `secs·1000 + micros/1000` of the node's `TIME`, the
 ///   node's shard (1..=1023), one ID per sequence value of the reserved range, after checking
 ///   that the range lies in 0..=4095;
+/// * unlike icicle, a call asks for at most 4,094 IDs, and the range of a call that rolled the
+///   sequence over is not handed out: the next call follows at once, without using up an
+///   attempt (up to four such calls per batch; each is listed as [`Error::NodeLocked`] if the
+///   batch fails):
+///   its millisecond, read after the 1 ms lock was timed, can come again in the next call on a
+///   node descheduled inside the script (the rollover rule, below);
 /// * when every attempt failed, the error lists each attempt's failure (icicle returns an
 ///   empty `Optional`).
 ///
@@ -118,6 +128,16 @@ impl Default for IcicleOptions {
 /// 2. sets the node's lock key until the node's own `TIME` passes that millisecond, so other
 ///    clients of the node (Java icicle clients included: they obey the lock) do not issue IDs
 ///    there either. A lock is only ever extended, never shortened.
+///
+/// # The rollover rule
+///
+/// icicle's lock after a rollover lasts 1 ms from the start of the rolling call, but the IDs'
+/// millisecond is the node's `TIME` at the end of it. A node descheduled for 2 ms inside that
+/// call reports a millisecond in which the next call, its lock expired, starts the sequence
+/// again at 0: icicle's Java client issues those IDs twice (idmint's chaos harness saw 4,096
+/// duplicates on a loaded machine). Only the rolling call's own range can meet the next
+/// cycle's, so this client discards it: one or two IDs per 4,096 when calls ask for the most
+/// (4,094).
 ///
 /// What it cannot cover:
 ///
@@ -202,23 +222,37 @@ impl fmt::Debug for Node {
     }
 }
 
-/// Why one attempt produced no IDs, and whether icicle sleeps before the next.
+/// Why one attempt produced no IDs, whether icicle sleeps before the next, and whether it
+/// counts as an attempt at all.
 struct Failure {
     error: Error,
     sleep: bool,
+    /// A call that rolled the sequence over and was discarded (the rollover rule): the node
+    /// answered, so it does not use up one of icicle's attempts, up to [`FREE_ROLLOVERS`].
+    rolled_over: bool,
 }
 
 impl Failure {
     /// A failure after which the next attempt follows at once (icicle's `RuntimeException`).
     fn at_once(error: Error) -> Self {
-        Failure { error, sleep: false }
+        Failure { error, sleep: false, rolled_over: false }
     }
 
     /// A failure after which icicle sleeps `attempt²` ms (icicle's "no result").
     fn backing_off(error: Error) -> Self {
-        Failure { error, sleep: true }
+        Failure { error, sleep: true, rolled_over: false }
+    }
+
+    /// A call that rolled the sequence over, discarded; the next attempt follows at once.
+    fn rolled_over(node: &str) -> Self {
+        let error = Error::NodeLocked { node: node.to_owned(), reason: ROLLOVER.to_owned() };
+        Failure { error, sleep: false, rolled_over: true }
     }
 }
+
+/// How many discarded rolling calls one batch may make beyond its attempts: each is followed by
+/// a call that starts a new cycle, unless other callers use the sequence up in between.
+const FREE_ROLLOVERS: u32 = 4;
 
 /// The replies of one generation pipeline.
 struct Replies {
@@ -391,9 +425,11 @@ impl IcicleClient {
         ids.into_iter().next().ok_or_else(empty_batch)
     }
 
-    /// Up to `count` IDs (1..=4096) of one node, in increasing order. Fewer come back when the
-    /// node's sequence rolls over inside the batch (icicle truncates the range at 4095): for
-    /// example, a node at sequence 4000 serves 4001..=4095, 95 IDs, for a batch of 4096.
+    /// `count` IDs (1..=4096) of one node, in increasing order, but at most 4,094. A call that
+    /// would cross the end of the sequence rolls it over, and icicle truncates its range at
+    /// 4095; this client discards that range and asks again (the rollover rule above), so
+    /// the batch is never short: for example, a node at sequence 4000 asked for 4,096 rolls
+    /// over (4001..=4095, discarded) and the next call serves 0..=4093.
     ///
     /// # Errors
     ///
@@ -410,10 +446,16 @@ impl IcicleClient {
         }
         let inner = &*self.inner;
         let mut failures = Vec::new();
-        for attempt in 0..inner.options.max_attempts {
+        let mut rollovers = 0;
+        let mut attempt = 0;
+        while attempt < inner.options.max_attempts {
             let node = inner.next.fetch_add(1, Ordering::Relaxed) % inner.nodes.len();
             match self.attempt(&inner.nodes[node], count).await {
                 Ok(ids) => return Ok(ids),
+                Err(failure) if failure.rolled_over && rollovers < FREE_ROLLOVERS => {
+                    rollovers += 1;
+                    failures.push(failure.error);
+                }
                 Err(failure) => {
                     failures.push(failure.error);
                     let last = attempt + 1 == inner.options.max_attempts;
@@ -421,6 +463,7 @@ impl IcicleClient {
                         let pause = u64::from(attempt) * u64::from(attempt);
                         tokio::time::sleep(Duration::from_millis(pause)).await;
                     }
+                    attempt += 1;
                 }
             }
         }
@@ -431,6 +474,7 @@ impl IcicleClient {
     async fn attempt(&self, node: &Node, count: usize) -> Result<Vec<Icicle>, Failure> {
         let name = &node.name;
         let mut connection = node.connect(&self.inner.options).await.map_err(Failure::at_once)?;
+        let count = count.min(MAX_PER_CALL);
         let mut replies = node.generate(&mut connection, count).await?;
         if matches!(&replies.script, Err(e) if is_noscript(e)) {
             node.load_script(&mut connection).await?;
@@ -470,6 +514,8 @@ impl IcicleClient {
             .unwrap_or_else(|e| e.into_inner())
             .check(shard, &lineage, time_ms);
         match verdict {
+            // The rolling call's millisecond may come again in the next call (`rollover`).
+            Verdict::Accept if rollover::rolled_over(reply.end) => Err(Failure::rolled_over(name)),
             Verdict::Accept => Ok(ids),
             Verdict::Refuse { floor_ms } => {
                 // Lock the node until its clock is past the floor: the lock key lives while

@@ -44,8 +44,8 @@ impl Store for Redis {
     #[cfg(feature = "redis")]
     fn fill<'a>(&'a self, count: u64, ids: &'a mut dyn IdSink) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            // One Redis call makes at most 4,096 IDs, and fewer when the node's sequence rolls
-            // over; calls go round-robin over the nodes, each with its own clock, so the IDs are
+            // One Redis call makes at most 4,094 IDs, and fewer when the node's sequence rolls
+            // over (the client discards a rolling call's range); calls go round-robin over the nodes, each with its own clock, so the IDs are
             // sorted before they leave.
             let client = &self.client;
             let (want, capacity) = crate::issuer::count_len(count);
