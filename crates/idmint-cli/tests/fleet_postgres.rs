@@ -1,6 +1,6 @@
 //! Fleet mode on Postgres with real binaries: `idmint serve --coordinator postgres --postgres
 //! URL` processes against a real PostgreSQL server (`idmint_coord::testing::Postgres`). Two
-//! servers get distinct generator IDs and their IDs never repeat; `idmint lease list
+//! servers, and ten cold-started at once, get distinct generator IDs and their IDs never repeat; `idmint lease list
 //! --postgres` shows both claims, and after SIGTERM the released claim and its kept mark; the
 //! lease upkeep of an idle server is measured from the table's update counter. Every process is
 //! started by the test and stopped by its PID only. Without PostgreSQL the test skips, saying
@@ -35,6 +35,12 @@ fn start(name: &str, url: &str, data_dir: &str) -> Server {
 
 /// Starts `idmint serve --coordinator postgres <extra>` and waits for its "serving" line only.
 fn spawn(name: &str, url: &str, data_dir: &str, extra: &[&str]) -> Server {
+    let child = serve(url, data_dir, extra).spawn().expect("start idmint serve");
+    Server::adopt(name, child, PROCESS_TIMEOUT)
+}
+
+/// The command `idmint serve --coordinator postgres <extra>`, stderr piped.
+fn serve(url: &str, data_dir: &str, extra: &[&str]) -> std::process::Command {
     let mut command = idmint(
         [
             "serve",
@@ -50,7 +56,7 @@ fn spawn(name: &str, url: &str, data_dir: &str, extra: &[&str]) -> Server {
         &[],
     );
     command.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
-    Server::adopt(name, command.spawn().expect("start idmint serve"), PROCESS_TIMEOUT)
+    command
 }
 
 fn ready(server: &Server) -> bool {
@@ -172,6 +178,57 @@ fn two_servers_on_postgres_get_distinct_generator_ids_and_never_repeat() {
     check::assert_unique(&ids);
 }
 
+/// Ten `idmint serve` processes cold-started at once from one pool, each on its own data
+/// directory: ten distinct generator IDs (the ten lowest), and their IDs never repeat. The
+/// claim statement's exclusive check is what keeps them apart; its negative control, the same
+/// cold start without it, is `without_the_fence_cold_starts_share_ids` in idmint-coord's
+/// `postgres_coordinator` tests.
+#[test]
+fn ten_servers_cold_started_at_once_get_ten_distinct_generator_ids() {
+    let Some(pg) = testing::available(Postgres::start()) else { return };
+    let url = pg.url();
+    let dirs: Vec<_> = (0..10).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let pool = ["--generator-pool", "64"];
+    // Every process is spawned before any is waited for.
+    let children: Vec<_> = dirs
+        .iter()
+        .map(|dir| {
+            let path = dir.path().to_string_lossy().into_owned();
+            serve(&url, &path, &pool).spawn().expect("start idmint serve")
+        })
+        .collect();
+    let started = Instant::now();
+    let servers: Vec<Server> = children
+        .into_iter()
+        .enumerate()
+        .map(|(i, child)| Server::adopt(&format!("server {i}"), child, PROCESS_TIMEOUT))
+        .collect();
+    for server in &servers {
+        assert!(poll(PROCESS_TIMEOUT, || ready(server)), "{}", server.log_text());
+    }
+    measured(&format!(
+        "postgres cold start: ten servers ready {} ms after the first was spawned",
+        started.elapsed().as_millis()
+    ));
+    let mut generators: Vec<u64> = servers.iter().map(generator_id).collect();
+    generators.sort_unstable();
+    assert_eq!(generators, (0..10).collect::<Vec<_>>(), "ten distinct, the lowest of the pool");
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        for server in &servers {
+            ids.extend(server.get("/v1/batch?count=1000").ids());
+        }
+    }
+    assert_eq!(ids.len(), 100_000);
+    check::report("ten_servers_cold_started_at_once", check::assert_unique(&ids));
+    let listing = lease_list(&url);
+    for server in &servers {
+        let held = entry(&listing, generator_id(server));
+        let holder = held["holder"].as_str().unwrap_or_default();
+        assert!(holder.contains(&format!("pid {}", server.pid())), "{held:#}");
+    }
+}
+
 /// A holder killed with SIGKILL: a spare waiting for the one generator ID of a pool takes it
 /// over once the lease expired by the database's clock, and starts above the holder's mark.
 /// The time from the kill to the spare's readiness is printed (target: the TTL + 1 s).
@@ -252,20 +309,5 @@ fn another_postgres_is_refused_until_adopted() {
 
 /// Starts a server that must refuse to start, its stderr piped.
 fn spawn_refused(url: &str, data_dir: &str) -> std::process::Child {
-    let mut command = idmint(
-        [
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--coordinator",
-            "postgres",
-            "--postgres",
-            url,
-            "--data-dir",
-            data_dir,
-        ],
-        &[],
-    );
-    command.stdout(Stdio::null()).stderr(Stdio::piped());
-    command.spawn().expect("start idmint serve")
+    serve(url, data_dir, &[]).spawn().expect("start idmint serve")
 }
