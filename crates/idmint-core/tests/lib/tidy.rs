@@ -1,7 +1,8 @@
 //! Source rules, checked as tests: every `.rs` file of the workspace's crates opens with a
 //! `//!` line, the core's sources neither sleep, touch files or the network, use tokio, nor
-//! skip or invert tests, ARCHITECTURE.md's crate graph is the manifests' one, and nothing in
-//! the repository cites what is outside it (an issue tracker, reference notes).
+//! skip or invert tests, ARCHITECTURE.md's crate graph is the manifests' one, README.md's
+//! layout table is `idmint layouts` with each layout's capacity, and nothing in the repository
+//! cites what is outside it (an issue tracker, reference notes).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -273,4 +274,95 @@ fn nothing_cites_what_is_outside_the_repository() {
         assert!(!outside_references(cited).is_empty(), "`{cited}` passed");
     }
     assert!(outside_references("a node can issue 4,096 IDs per ms").is_empty());
+}
+
+/// `n` with a comma between each group of three digits.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The rows README.md's layout table must have, one per layout of `idmint layouts`
+/// (`Layout::builtins`), in its order: name, when it runs out, IDs per second per generator,
+/// and generators, as the core computes them.
+fn expected_layout_rows() -> Vec<[String; 4]> {
+    idmint_core::Layout::builtins()
+        .iter()
+        .map(|(name, _)| {
+            let layout = idmint_core::Layout::builtin(name).expect("a built-in layout");
+            let capacity = layout.capacity();
+            let runs_out = match (&capacity.end, capacity.wrap_ms) {
+                (Some(end), _) => end.chars().take(4).collect(),
+                (None, Some(wrap_ms)) => {
+                    format!("wraps every {} days", thousands(wrap_ms / 86_400_000))
+                }
+                (None, None) => "no clock".to_owned(),
+            };
+            let rate = match layout.issued_by() {
+                idmint_core::IssuedBy::Clock => thousands(capacity.ids_per_second_per_generator),
+                _ => "no clock".to_owned(),
+            };
+            let generators = match layout.issued_by() {
+                // A store hands ranges to any number of servers; there is no generator ID.
+                idmint_core::IssuedBy::Store => "any number of servers".to_owned(),
+                _ => thousands(layout.generator_count()),
+            };
+            [format!("`{name}`"), runs_out, rate, generators]
+        })
+        .collect()
+}
+
+/// The rows of the table in `text` whose header starts `| layout | for |`: each row's cells
+/// other than the second (what the layout is for, which is prose).
+fn documented_layout_rows(text: &str) -> Vec<[String; 4]> {
+    let mut lines = text.lines().skip_while(|line| !line.starts_with("| layout | for |"));
+    lines.next();
+    lines
+        .skip(1)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<String> =
+                line.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect();
+            let cell = |i: usize| cells.get(i).cloned().unwrap_or_default();
+            [cell(0), cell(2), cell(3), cell(4)]
+        })
+        .collect()
+}
+
+/// README.md's layout table is `idmint layouts` (the core's `Layout::builtins`) with the
+/// lifetime, rate and generator count each layout's capacity states: a layout added, renamed
+/// or changed must change the table.
+#[test]
+fn the_readme_layout_table_is_idmint_layouts() {
+    let readme =
+        fs::read_to_string(crates_dir().join("../README.md")).expect("README.md at the root");
+    let expected = expected_layout_rows();
+    assert!(expected.len() >= 10, "the core lists its layouts: {expected:?}");
+    let documented = documented_layout_rows(&readme);
+    let show = |rows: &[[String; 4]]| {
+        rows.iter()
+            .map(|r| format!("| {} | … | {} | {} | {} |", r[0], r[1], r[2], r[3]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        documented,
+        expected,
+        "README.md's layout table differs from the core; the rows should read:\n{}",
+        show(&expected)
+    );
+    // Negative control: a table with one row dropped no longer matches.
+    let first_row = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("| layout | for |"))
+        .nth(2)
+        .expect("a first row");
+    assert_ne!(documented_layout_rows(&readme.replacen(first_row, "", 1)), expected);
 }
