@@ -3,7 +3,8 @@
 //! lets through. Each exists only in a build with its test-only cargo feature
 //! (`test-no-fence`, `test-no-durable-mark`, `test-no-clock-guard`, `test-no-restore-guard`,
 //! `test-no-redis-guard`, `test-no-promotion-bump`, `test-no-pg-fence`),
-//! which no build that serves enables; this file is the one place they are read.
+//! which no build that serves enables. This file declares and checks them; `serve.rs` passes
+//! each to its backend under the same feature.
 
 use anyhow::ensure;
 

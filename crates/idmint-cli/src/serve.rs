@@ -38,7 +38,7 @@ use crate::controls::{ControlArgs, Controls};
 `postgres_promotion_mark_margin_ms`, `coordinator`, `redis =
 [\"redis://...\"]` or `redis_sentinel = { master = \"mymaster\", sentinels =
 [\"redis://...:26379\"] }`, `counters`), and a [server] table with the server's limits and
-its [[server.namespaces]] (each with its `source`); see the README. Once it runs,
+its [[server.namespaces]] (each with its `source`); see docs/operations.md. Once it runs,
 `curl -s 'http://127.0.0.1:8080/v1/batch?count=1000'` returns 1,000 IDs, and a browser on
 http://127.0.0.1:8080/ shows the status page. With --grpc-listen,
 the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a second port; the

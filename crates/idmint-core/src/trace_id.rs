@@ -33,7 +33,7 @@ use crate::{
 ///
 /// The timestamp wraps every 2^25 s ≈ 388 days: TraceIds are *periodically monotonic* and
 /// unique within one period. Pair them with a monotonic field (such as `created_at`) for
-/// long-term order. One node can issue 4,096 × 1,023 ≈ 4.19 M IDs per second.
+/// long-term order. One node can mint 4,096 × 1,023 ≈ 4.19 M IDs per second.
 ///
 /// A raw value is accepted as elfo's `TraceIdValidator` accepts it (without its time check):
 /// non-zero, with bit 63 clear. elfo's `TryFrom<u64>` refuses only 0, so it also takes values

@@ -12,7 +12,7 @@
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
 //! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
-//! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core |
+//! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core; ARCHITECTURE.md's claims and README.md's layout table against the code and manifests; no citation of what is outside the repository |
 //!
 //! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
 

@@ -1,7 +1,10 @@
 //! Source rules, checked as tests: every `.rs` file of the workspace's crates opens with a
 //! `//!` line, the core's sources neither sleep, touch files or the network, use tokio, nor
-//! skip or invert tests, ARCHITECTURE.md's crate graph is the manifests' one, and nothing in
-//! the repository cites what is outside it (an issue tracker, reference notes).
+//! skip or invert tests, ARCHITECTURE.md's checkable claims hold (its crate graph, the files it
+//! names, its "Checked rules" and dependency tables, its negative controls and its list of
+//! commands, each against the manifests or the sources), README.md's layout table is
+//! `idmint layouts` with each layout's capacity, and nothing in the repository cites what is
+//! outside it (an issue tracker, reference notes).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -223,22 +226,31 @@ fn outside_references(text: &str) -> Vec<String> {
     ];
     let mut found: Vec<String> =
         banned.iter().filter(|b| text.contains(b.as_str())).map(|b| format!("`{b}`")).collect();
-    // A tracker's issue: the word, then its number ("#" optional); not a verb and a quantity
-    // ("can issue 4,096 IDs", "issues 64 IDs per ms").
+    // A tracker's issue: the word, then its number ("#" or "-" optional, as in a heading's
+    // anchor); not the verb and a quantity ("can mint 4,096 IDs", "issues 64 IDs per ms"),
+    // whose number goes on past a separator ("4,096", "4.07"), while a citation's stops
+    // ("(iss·ue 10, process level)").
     let lower = text.to_lowercase();
-    for (at, _) in lower.match_indices("issue") {
-        let rest = &lower[at + "issue".len()..];
+    let word = ["iss", "ue"].concat();
+    for (at, _) in lower.match_indices(word.as_str()) {
+        let rest = &lower[at + word.len()..];
         let rest = match rest.strip_prefix("s #") {
             Some(rest) => rest,
-            None => match rest.strip_prefix(" #").or_else(|| rest.strip_prefix(' ')) {
+            None => match rest
+                .strip_prefix(" #")
+                .or_else(|| rest.strip_prefix('-'))
+                .or_else(|| rest.strip_prefix(' '))
+            {
                 Some(rest) => rest,
                 None => continue,
             },
         };
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        let after = rest[digits.len()..].chars().next();
-        if !digits.is_empty() && !matches!(after, Some(',' | '.' | '_')) {
-            found.push(format!("issue {digits}"));
+        let mut after = rest[digits.len()..].chars();
+        let quantity = matches!(after.next(), Some(',' | '.' | '_'))
+            && after.next().is_some_and(|c| c.is_ascii_digit());
+        if !digits.is_empty() && !quantity {
+            found.push(format!("{word} {digits}"));
         }
     }
     found
@@ -266,11 +278,534 @@ fn nothing_cites_what_is_outside_the_repository() {
     let cited = [
         ["see iss", "ue 12"].concat(),
         ["Iss", "ue 9's fix"].concat(),
+        ["## Chaos harness (iss", "ue 10, process level)"].concat(),
+        ["(#the-service-at-its-ceiling-iss", "ue-13)"].concat(),
+        ["fixed in iss", "ue 7."].concat(),
         ["reliability", ".md T3"].concat(),
         ["seed ", "001"].concat(),
     ];
     for cited in &cited {
         assert!(!outside_references(cited).is_empty(), "`{cited}` passed");
     }
-    assert!(outside_references("a node can issue 4,096 IDs per ms").is_empty());
+    for quantity in [["a node can iss", "ue 4,096 IDs per ms"], ["iss", "ues 64 IDs, or 4.5 M"]] {
+        let quantity = quantity.concat();
+        assert!(outside_references(&quantity).is_empty(), "`{quantity}` was taken for a citation");
+    }
+}
+
+/// `n` with a comma between each group of three digits.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The rows README.md's layout table must have, one per layout of `idmint layouts`
+/// (`Layout::builtins`), in its order: name, when it runs out, IDs per second per generator,
+/// and generators, as the core computes them.
+fn expected_layout_rows() -> Vec<[String; 4]> {
+    idmint_core::Layout::builtins()
+        .iter()
+        .map(|(name, _)| {
+            let layout = idmint_core::Layout::builtin(name).expect("a built-in layout");
+            let capacity = layout.capacity();
+            let runs_out = match (&capacity.end, capacity.wrap_ms) {
+                (Some(end), _) => end.chars().take(4).collect(),
+                (None, Some(wrap_ms)) => {
+                    format!("wraps every {} days", thousands(wrap_ms / 86_400_000))
+                }
+                (None, None) => "no clock".to_owned(),
+            };
+            let rate = match layout.issued_by() {
+                idmint_core::IssuedBy::Clock => thousands(capacity.ids_per_second_per_generator),
+                _ => "no clock".to_owned(),
+            };
+            let generators = match layout.issued_by() {
+                // A store hands ranges to any number of servers; there is no generator ID.
+                idmint_core::IssuedBy::Store => "any number of servers".to_owned(),
+                _ => thousands(layout.generator_count()),
+            };
+            [format!("`{name}`"), runs_out, rate, generators]
+        })
+        .collect()
+}
+
+/// The rows of the table in `text` whose header starts `| layout | for |`: each row's cells
+/// other than the second (what the layout is for, which is prose).
+fn documented_layout_rows(text: &str) -> Vec<[String; 4]> {
+    let mut lines = text.lines().skip_while(|line| !line.starts_with("| layout | for |"));
+    lines.next();
+    lines
+        .skip(1)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<String> =
+                line.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect();
+            let cell = |i: usize| cells.get(i).cloned().unwrap_or_default();
+            [cell(0), cell(2), cell(3), cell(4)]
+        })
+        .collect()
+}
+
+/// README.md's layout table is `idmint layouts` (the core's `Layout::builtins`) with the
+/// lifetime, rate and generator count each layout's capacity states: a layout added, renamed
+/// or changed must change the table.
+#[test]
+fn the_readme_layout_table_is_idmint_layouts() {
+    let readme =
+        fs::read_to_string(crates_dir().join("../README.md")).expect("README.md at the root");
+    let expected = expected_layout_rows();
+    assert!(expected.len() >= 10, "the core lists its layouts: {expected:?}");
+    let documented = documented_layout_rows(&readme);
+    let show = |rows: &[[String; 4]]| {
+        rows.iter()
+            .map(|r| format!("| {} | … | {} | {} | {} |", r[0], r[1], r[2], r[3]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        documented,
+        expected,
+        "README.md's layout table differs from the core; the rows should read:\n{}",
+        show(&expected)
+    );
+    // Negative control: a table with one row dropped no longer matches.
+    let first_row = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("| layout | for |"))
+        .nth(2)
+        .expect("a first row");
+    assert_ne!(documented_layout_rows(&readme.replacen(first_row, "", 1)), expected);
+}
+
+/// The repository's root.
+fn root_dir() -> PathBuf {
+    crates_dir().join("..")
+}
+
+/// ARCHITECTURE.md, read once per test.
+fn architecture_md() -> String {
+    fs::read_to_string(root_dir().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md at the root")
+}
+
+/// Every file under `dir` (not `target`, `node_modules` or hidden folders), as paths relative
+/// to the repository's root with `/` between components.
+fn files_under(dir: &Path) -> Vec<String> {
+    let root = root_dir();
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            if path.is_dir() {
+                if name != "target" && name != "node_modules" && !name.starts_with('.') {
+                    pending.push(path);
+                }
+            } else if let Ok(relative) = path.strip_prefix(&root) {
+                let parts: Vec<String> = relative
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                files.push(parts.join("/"));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Whether `path` ends with `pattern` (whole components; one `*` stands for any text within
+/// a name, as in `src/sql/claim*.sql`).
+fn path_matches(path: &str, pattern: &str) -> bool {
+    let path = format!("/{path}");
+    match pattern.split_once('*') {
+        None => path.ends_with(&format!("/{pattern}")) || path.contains(&format!("/{pattern}/")),
+        Some((before, after)) => path.rfind(&format!("/{before}")).is_some_and(|at| {
+            let rest = &path[at + 1 + before.len()..];
+            rest.ends_with(after) && !rest[..rest.len() - after.len()].contains('/')
+        }),
+    }
+}
+
+/// The `backticked` parts of `text`.
+fn backticked(text: &str) -> Vec<String> {
+    text.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// The rows of the first table in `text` whose header line starts with `header`, as cells.
+fn table_rows(text: &str, header: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .skip_while(|line| !line.starts_with(header))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            line.trim().trim_matches('|').split(" | ").map(|c| c.trim().to_owned()).collect()
+        })
+        .collect()
+}
+
+/// The file names and paths ARCHITECTURE.md gives in backticks that do not exist: a path
+/// from the root (`crates/…`, `scripts/…`) must exist there; a file name or a path inside a
+/// crate must end a file of the crate whose section (`### \`crates/…\``) names it, or of any
+/// crate outside the sections.
+fn missing_files(architecture: &str) -> Vec<String> {
+    const ROOTS: [&str; 7] =
+        ["crates/", "scripts/", "clients/", "deploy/", "testdata/", "docs/", ".ci/"];
+    const EXTENSIONS: [&str; 10] =
+        ["rs", "toml", "sql", "proto", "txt", "yml", "yaml", "md", "js", "mjs"];
+    let root = root_dir();
+    let everything: Vec<String> =
+        ["crates", "clients"].iter().flat_map(|d| files_under(&root.join(d))).collect();
+    let mut section: Option<String> = None;
+    let mut missing = Vec::new();
+    for line in architecture.lines() {
+        if let Some(heading) = line.strip_prefix("### `") {
+            section = heading.strip_suffix('`').map(str::to_owned);
+            continue;
+        }
+        if line.starts_with("## ") {
+            section = None;
+        }
+        for token in backticked(line) {
+            if token.contains(char::is_whitespace) || token.contains(['<', '{', ':', '(']) {
+                continue;
+            }
+            if ROOTS.iter().any(|r| token.starts_with(r)) {
+                let pattern = token.trim_end_matches('/');
+                let found = files_under(&root).iter().any(|f| match pattern.split_once('*') {
+                    // `crates/*/src`: one folder name in place of the star.
+                    Some((before, after)) => f.strip_prefix(before).is_some_and(|rest| {
+                        rest.split_once('/').is_some_and(|(_, rest)| {
+                            format!("/{rest}/").starts_with(&format!("{after}/"))
+                        })
+                    }),
+                    None => f == pattern || f.starts_with(&format!("{pattern}/")),
+                });
+                if !found {
+                    missing.push(token);
+                }
+                continue;
+            }
+            let Some((stem, extension)) = token.rsplit_once('.') else { continue };
+            if stem.is_empty() || !EXTENSIONS.contains(&extension) {
+                continue;
+            }
+            if !token.contains('/') && root.join(&token).exists() {
+                continue;
+            }
+            let pool: Vec<&String> = match &section {
+                Some(dir) => {
+                    everything.iter().filter(|f| f.starts_with(&format!("{dir}/"))).collect()
+                }
+                None => everything.iter().collect(),
+            };
+            if !pool.iter().any(|f| path_matches(f, &token)) {
+                missing.push(format!("{token} (in {})", section.as_deref().unwrap_or("no crate")));
+            }
+        }
+    }
+    missing
+}
+
+/// Every file ARCHITECTURE.md names exists where it says.
+#[test]
+fn architecture_md_names_only_files_that_exist() {
+    let architecture = architecture_md();
+    let missing = missing_files(&architecture);
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that do not exist:\n{}",
+        missing.join("\n")
+    );
+    assert!(path_matches("crates/idmint-coord/src/sql/claim_take.sql", "src/sql/claim*.sql"));
+    // Negative control: a renamed file is caught, in a crate's section and from the root.
+    let renamed = architecture.replacen("`sequence.rs`", "`sequencer.rs`", 1);
+    assert_ne!(renamed, architecture, "the control edits the document");
+    assert_eq!(missing_files(&renamed).len(), 1, "{:?}", missing_files(&renamed));
+    let moved = architecture.replacen(
+        "`crates/idmint-core/tests/lib/tidy.rs`",
+        "`crates/idmint-core/tests/tidy.rs`",
+        1,
+    );
+    assert_ne!(moved, architecture, "the control edits the document");
+    assert_eq!(missing_files(&moved).len(), 1, "{:?}", missing_files(&moved));
+}
+
+/// The `.rs` files under `searched` (a folder of the root, `crates/*/src` for every crate's
+/// `src`) that contain one of `needles`.
+fn files_containing(searched: &str, needles: &[String]) -> BTreeSet<String> {
+    let root = root_dir();
+    let dirs: Vec<PathBuf> = match searched.split_once("/*/") {
+        Some((parent, child)) => fs::read_dir(root.join(parent))
+            .expect("the folder of the rule")
+            .map(|e| e.expect("an entry").path().join(child))
+            .filter(|p| p.is_dir())
+            .collect(),
+        None => vec![root.join(searched)],
+    };
+    dirs.iter()
+        .flat_map(|dir| files_under(dir))
+        .filter(|file| file.ends_with(".rs"))
+        .filter(|file| {
+            let text = fs::read_to_string(root.join(file)).unwrap_or_default();
+            needles.iter().any(|needle| text.contains(needle.as_str()))
+        })
+        .collect()
+}
+
+/// Each row of a "Checked rules" table: (rule, searched in, needles, files listed).
+fn checked_rules(architecture: &str) -> Vec<(String, String, Vec<String>, BTreeSet<String>)> {
+    table_rows(architecture, "| rule | searched in | for | found only in |")
+        .into_iter()
+        .map(|cells| {
+            let cell = |i: usize| cells.get(i).cloned().unwrap_or_default();
+            let searched = backticked(&cell(1)).into_iter().next().unwrap_or_default();
+            let listed =
+                backticked(&cell(3)).into_iter().filter(|t| t.starts_with("crates/")).collect();
+            (cell(0), searched, backticked(&cell(2)), listed)
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md's "Checked rules": for each row, the files that contain one of its strings
+/// are exactly the files it lists (threads, the OS clock, environment variables, exit codes,
+/// JSON bodies outside the wire crate, error types, negative controls).
+#[test]
+fn the_checked_rules_of_architecture_md_hold() {
+    let architecture = architecture_md();
+    let rules = checked_rules(&architecture);
+    assert!(rules.len() >= 7, "the table was found: {rules:?}");
+    let mut broken = Vec::new();
+    for (rule, searched, needles, listed) in &rules {
+        assert!(
+            !needles.is_empty() && !searched.is_empty(),
+            "row `{rule}` has strings and a folder"
+        );
+        let found = files_containing(searched, needles);
+        if &found != listed {
+            let extra: Vec<_> = found.difference(listed).collect();
+            let gone: Vec<_> = listed.difference(&found).collect();
+            broken.push(format!("{rule}: not listed {extra:?}, listed but not found {gone:?}"));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "ARCHITECTURE.md's checked rules do not hold:\n{}",
+        broken.join("\n")
+    );
+    // Negative control: a thread started in the core would be found.
+    let needles = vec![["thread::", "spawn"].concat(), ["thread::", "Builder"].concat()];
+    let threads = files_containing("crates/*/src", &needles);
+    assert!(threads.contains("crates/idmint-runtime/src/ticking.rs"), "{threads:?}");
+    assert!(!threads.iter().any(|f| f.starts_with("crates/idmint-core/")), "{threads:?}");
+}
+
+/// The dependency names of one section (`[dependencies]`, `[dev-dependencies]`) of a manifest.
+fn manifest_section(manifest: &str, section: &str) -> BTreeSet<String> {
+    let mut inside = false;
+    let mut out = BTreeSet::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == section;
+            continue;
+        }
+        let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
+        if inside && !name.is_empty() && !name.starts_with('#') {
+            out.insert(name.to_owned());
+        }
+    }
+    out
+}
+
+/// Every crate's manifest, by the crate's folder name.
+fn manifests() -> BTreeMap<String, String> {
+    fs::read_dir(crates_dir())
+        .expect("the crates directory")
+        .filter_map(|entry| {
+            let dir = entry.expect("an entry").path();
+            let text = fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+            Some((dir.file_name()?.to_str()?.to_owned(), text))
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md's table of dependencies that stay in their crates is the manifests':
+/// for each dependency, exactly the crates that list it, as a dependency and as a
+/// dev-dependency.
+#[test]
+fn the_dependency_table_of_architecture_md_matches_the_manifests() {
+    let architecture = architecture_md();
+    let rows = table_rows(&architecture, "| dependency | in `[dependencies]` of |");
+    assert!(rows.len() >= 10, "the table was found: {rows:?}");
+    let manifests = manifests();
+    let users = |dependency: &str, section: &str| -> BTreeSet<String> {
+        manifests
+            .iter()
+            .filter(|(_, text)| manifest_section(text, section).contains(dependency))
+            .map(|(name, _)| name.clone())
+            .collect()
+    };
+    let mut wrong = Vec::new();
+    for cells in &rows {
+        let dependency = backticked(&cells[0]).into_iter().next().expect("a dependency name");
+        for (column, section) in [(1, "[dependencies]"), (2, "[dev-dependencies]")] {
+            let documented = crate_names(&without_notes(&cells[column]));
+            let actual = users(&dependency, section);
+            if documented != actual {
+                wrong.push(format!(
+                    "{dependency} in {section}: documented {documented:?}, manifests {actual:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's dependency table and the manifests differ:\n{}",
+        wrong.join("\n")
+    );
+    // Negative control: clap in a library crate would show.
+    assert!(users("clap", "[dependencies]").contains("idmint-cli"));
+    assert!(!users("clap", "[dependencies]").contains("idmint-server"));
+}
+
+/// The test-only features of every manifest (`test-…`, except `test-util`, which is a public
+/// helper and removes nothing), each with the crates that define it.
+fn negative_control_features() -> BTreeMap<String, BTreeSet<String>> {
+    let mut features: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, text) in manifests() {
+        let mut inside = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                inside = line == "[features]";
+                continue;
+            }
+            let feature = line.split(['=', ' ']).next().unwrap_or_default();
+            if inside && feature.starts_with("test-") && feature != "test-util" {
+                features.entry(feature.to_owned()).or_default().insert(name.clone());
+            }
+        }
+    }
+    features
+}
+
+/// ARCHITECTURE.md's table of negative controls is the manifests' list: every test-only
+/// feature, the crates that define it, and files that run it and name it; `scripts/chaos`
+/// builds every one the CLI has; and no document names a feature that does not exist.
+#[test]
+fn the_negative_controls_are_the_manifests_features() {
+    let architecture = architecture_md();
+    let rows = table_rows(&architecture, "| feature | defined in | removes | run by |");
+    let actual = negative_control_features();
+    assert!(actual.len() >= 8, "the manifests' features were found: {actual:?}");
+    let documented: BTreeMap<String, BTreeSet<String>> = rows
+        .iter()
+        .map(|cells| {
+            (backticked(&cells[0]).into_iter().next().unwrap_or_default(), crate_names(&cells[1]))
+        })
+        .collect();
+    assert_eq!(documented, actual, "ARCHITECTURE.md's negative controls and the manifests differ");
+    let root = root_dir();
+    for cells in &rows {
+        let feature = backticked(&cells[0]).into_iter().next().unwrap_or_default();
+        let runners: Vec<String> =
+            backticked(&cells[3]).into_iter().filter(|t| t.contains('/')).collect();
+        assert!(!runners.is_empty(), "{feature}: nothing runs it");
+        for runner in runners {
+            let text = fs::read_to_string(root.join(&runner)).unwrap_or_default();
+            assert!(
+                text.contains(&feature),
+                "{runner} is said to run {feature} and does not name it"
+            );
+        }
+    }
+    // The chaos harness's unsafe build has every control of the CLI.
+    let chaos = fs::read_to_string(root.join("scripts/chaos")).expect("scripts/chaos");
+    let built: BTreeSet<&str> = chaos
+        .lines()
+        .filter(|line| line.trim_start().starts_with("build "))
+        .flat_map(|line| line.split_whitespace().skip_while(|w| *w != "--features").nth(1))
+        .flat_map(|list| list.split(','))
+        .collect();
+    let cli: Vec<&String> =
+        actual.iter().filter(|(_, crates)| crates.contains("idmint-cli")).map(|(f, _)| f).collect();
+    for feature in &cli {
+        assert!(
+            built.contains(feature.as_str()),
+            "scripts/chaos does not build {feature}: {built:?}"
+        );
+    }
+    // No document names a test-only feature the manifests do not have.
+    let mut documents: Vec<PathBuf> =
+        ["ARCHITECTURE.md", "DESIGN.md", "RELIABILITY.md", "README.md"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+    documents.extend(files_under(&root.join("docs")).iter().map(|f| root.join(f)));
+    documents.extend(files_under(&root.join("scripts")).iter().map(|f| root.join(f)));
+    let mut unknown = Vec::new();
+    for document in &documents {
+        let text = fs::read_to_string(document).unwrap_or_default();
+        for (at, _) in text.match_indices("test-no-") {
+            let name: String =
+                text[at..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '-').collect();
+            let name = name.trim_end_matches('-');
+            // `test-no-*`, `test-no-…`: the family, not a feature.
+            if name != "test-no" && !actual.contains_key(name) {
+                unknown.push(format!("{}: {name}", document.display()));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "documents name features that do not exist:\n{}",
+        unknown.join("\n")
+    );
+    // Negative control: a row dropped from the table no longer matches.
+    let dropped: BTreeMap<_, _> =
+        documented.iter().skip(1).map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_ne!(dropped, actual);
+}
+
+/// The commands of `idmint`: the variants of `enum Command` in the CLI's `main.rs`, in
+/// lower case (each is the command's name).
+fn cli_commands() -> BTreeSet<String> {
+    let main = fs::read_to_string(crates_dir().join("idmint-cli/src/main.rs")).expect("main.rs");
+    main.lines()
+        .skip_while(|line| !line.starts_with("enum Command {"))
+        .skip(1)
+        .take_while(|line| !line.starts_with('}'))
+        .filter_map(|line| {
+            let line = line.trim();
+            let name: String = line.chars().take_while(char::is_ascii_alphanumeric).collect();
+            (name.starts_with(|c: char| c.is_ascii_uppercase())
+                && line[name.len()..].starts_with('('))
+            .then(|| name.to_lowercase())
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md's list of commands is the CLI's.
+#[test]
+fn the_command_list_of_architecture_md_is_the_clis() {
+    let architecture = architecture_md();
+    let line = architecture
+        .lines()
+        .find(|line| line.starts_with("Commands (the variants of `Command`"))
+        .expect("the list of commands");
+    let (_, list) = line.split_once("):").expect("the list after the note");
+    let documented: BTreeSet<String> = backticked(list).into_iter().collect();
+    let actual = cli_commands();
+    assert!(actual.contains("serve") && actual.contains("gen"), "the enum was read: {actual:?}");
+    assert_eq!(documented, actual, "ARCHITECTURE.md's commands and the CLI's differ");
+    // Negative control: a command left out of the list no longer matches.
+    let fewer: BTreeSet<String> = documented.iter().filter(|c| *c != "man").cloned().collect();
+    assert_ne!(fewer, actual);
 }
