@@ -805,11 +805,10 @@ impl TryFrom<LayoutConfig> for BitLayout {
         if time_width + seq_width > 63 {
             return bad("time and sequence fields together must be at most 63 bits".into());
         }
-        let end =
-            (1u64 << time_width).checked_mul(config.tick_ms).and_then(|t| t.checked_add(epoch_ms));
-        if end.is_none() {
-            return bad("the time field's range overflows 64-bit Unix milliseconds".into());
-        }
+        // A time field whose range runs past 64-bit Unix milliseconds is accepted (Sonyflake v2
+        // allows 61 bits of 10 ms): the clock never gets there, every step of the generator
+        // saturates, `capacity` has no end, and an ID whose time cannot be written in Unix ms has
+        // no Unix time (`time_ms` gives `None`), as under an epoch near the end of 64 bits.
         Ok(BitLayout {
             name: Cow::Owned(name.to_owned()),
             bits: config.bits,

@@ -835,9 +835,11 @@ fn parse_base62(format: Format, text: &str, bits: u32) -> Result<u128, Error> {
 }
 
 /// Hex as Go's `%x` prints it: 1 to `bits`/4 digits (either case), no leading zero unless the
-/// value is 0 (go-flakeid's own text, e.g. its README's `1530d02cb005000`).
+/// value is 0 (go-flakeid's own text, e.g. its README's `1530d02cb005000`), optionally after
+/// the `0x` or `0X` that `%#x` and a `0x%x` format put in front.
 pub(crate) fn parse_unpadded_hex(text: &str, bits: u32) -> Result<u128, Error> {
     let format = Format::Hex;
+    let text = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")).unwrap_or(text);
     check_chars(format, text, |b| HEX_VALUES[usize::from(b)] != NOT_A_DIGIT)?;
     let most = hex_digits(bits);
     if text.is_empty() || text.len() > most {

@@ -22,7 +22,10 @@ use crate::{
 /// The time field takes the rest of 63 bits (`63 − bits_sequence − bits_machine_id`) and must
 /// keep at least 32, as upstream requires. Upstream counts time as
 /// `floor(now / unit) − floor(start / unit)`, so the layout's epoch is the start rounded down to
-/// a whole unit. Fields, most significant first: `time`, `sequence`, `machine` (upstream's
+/// a whole unit, also when the start is set later (`with_epoch`, the CLI's `--epoch`). A time
+/// field whose range runs past 64-bit Unix milliseconds (61 bits of 10 ms, say) is accepted, as
+/// upstream accepts it: the clock never gets there. ID 0 (every field 0, which upstream's
+/// `Compose` returns) is refused, as idmint refuses 0 in every layout. Fields, most significant first: `time`, `sequence`, `machine` (upstream's
 /// `Decompose` names). The machine ID is the generator's identity.
 ///
 /// # Example
@@ -67,7 +70,8 @@ impl SonyflakeV2 {
     pub const DEFAULT_START_MS: u64 = DEFAULT_START_MS;
     /// The layout of the default settings.
     pub const LAYOUT: BitLayout =
-        BitLayout::builtin(Self::NAME, 63, DEFAULT_FIELDS, DEFAULT_START_MS, 10, false);
+        BitLayout::builtin(Self::NAME, 63, DEFAULT_FIELDS, DEFAULT_START_MS, 10, false)
+            .with_floored_epoch();
 
     /// The bit layout of these settings.
     ///
@@ -107,7 +111,8 @@ impl SonyflakeV2 {
         }
         let start = self.start_ms.unwrap_or(DEFAULT_START_MS);
         let field = |name: &str, bits, role| FieldConfig { name: name.into(), bits, role };
-        BitLayout::try_from(LayoutConfig {
+        // A start given later (`--epoch`, `with_epoch`) is rounded down to a unit too.
+        let layout = BitLayout::try_from(LayoutConfig {
             name: Self::NAME.into(),
             bits: 63,
             epoch: None,
@@ -118,7 +123,8 @@ impl SonyflakeV2 {
                 field("sequence", sequence, FieldRole::Sequence),
                 field("machine", machine, FieldRole::Node),
             ],
-        })
+        })?;
+        Ok(layout.with_floored_epoch())
     }
 }
 

@@ -1,5 +1,5 @@
 //! The edges where idmint reads what the original programs print or read: go-flakeid's
-//! unpadded `%x` hex and the N, B, P and X forms of .NET's `Guid.Parse` for HotGuid (each names
+//! unpadded `%x` hex (also after `0x`), Sonyflake v2's start rounding and wide time ranges, and the N, B, P and X forms of .NET's `Guid.Parse` for HotGuid (each names
 //! the same ID as the canonical form; other texts are still refused), a TraceId a little ahead
 //! of the clock, and TraceId's counter 0.
 
@@ -43,7 +43,14 @@ fn go_flakeid_unpadded_hex() {
         hex("0530d02cb005000", None),
         hex("597ed977c6ce70051", None),
         hex("", None),
-        hex("0x1530d02cb005000", None),
+        // `%#x` and `0x%x` put 0x in front; after it, the same rules.
+        hex("0x1530d02cb005000", Some("01530d02cb005000")),
+        hex("0X1530D02CB005000", Some("01530d02cb005000")),
+        hex("0x0", Some("0000000000000000")),
+        hex("0x", None),
+        hex("0x01530d02cb005000", None),
+        hex("0x0530d02cb005000", None),
+        hex("00x1530d02cb005000", None),
     ]);
     assert_eq!(
         Layout::builtin("flake").and_then(|l| l.parse("1530d02cb005000", Format::Hex)).ok(),
@@ -134,5 +141,55 @@ fn sonyflake_start_time_rounds_down_to_its_unit() {
         let fields = layout.decode(id).expect("decodes");
         assert_eq!(fields[0], crate::common::num("timestamp", elapsed), "start {start}, now {now}");
         assert_eq!(layout.time_ms(id, now).expect("time"), Some(START + 10 * elapsed));
+    }
+}
+
+/// Sonyflake v2 as upstream's `v2` package treats a start that is not a whole time unit: it
+/// counts `floor(now / unit) − floor(start / unit)`, so ID 16777215 (time 0, sequence 255,
+/// machine 65535) under start 1735689600005 is 2025-01-01T00:00:00.000Z, through `with_epoch`
+/// (the CLI's `--epoch`) as through the settings. The negative control is the unrounded epoch.
+#[test]
+fn sonyflake_v2_rounds_a_start_down_to_its_unit_however_it_is_set() {
+    use idmint_core::SonyflakeV2;
+    let start = 1_735_689_600_005;
+    let by_epoch =
+        Layout::builtin("sonyflake-v2").and_then(|l| l.with_epoch(start)).expect("epoch");
+    let by_settings = SonyflakeV2 { start_ms: Some(start), ..SonyflakeV2::default() };
+    let by_settings = Layout::custom(by_settings.bit_layout().expect("settings"));
+    for layout in [&by_epoch, &by_settings] {
+        assert_eq!(
+            layout.time_ms(AnyId::U64(16_777_215), 0).expect("time"),
+            Some(1_735_689_600_000)
+        );
+    }
+    let unrounded = idmint_core::SonyflakeV2::LAYOUT.epoch_ms() + 5;
+    assert_ne!(Some(unrounded), by_epoch.time_ms(AnyId::U64(16_777_215), 0).expect("time"));
+}
+
+/// Settings upstream accepts whose time range runs past 64-bit Unix milliseconds are accepted
+/// too: they encode and decode, and their capacity has no end. An ID whose time lies past the
+/// last 64-bit millisecond has no Unix time, rather than a wrapped one.
+#[test]
+fn sonyflake_v2_accepts_what_upstream_accepts() {
+    use idmint_core::{FieldValue, SonyflakeV2};
+    // (bits_sequence, bits_machine_id, time_unit_ms)
+    for (sequence, machine, unit) in [(1, 1, 10), (4, 4, 1_000), (1, 1, 3_600_000)] {
+        let settings = SonyflakeV2 {
+            bits_sequence: sequence,
+            bits_machine_id: machine,
+            time_unit_ms: unit,
+            ..SonyflakeV2::default()
+        };
+        let bits = settings.bit_layout().unwrap_or_else(|e| panic!("{settings:?}: {e}"));
+        assert_eq!(bits.capacity().end_ms, None, "{settings:?}");
+        let layout = Layout::custom(bits);
+        let fields = [("time", 3), ("sequence", 1), ("machine", 1)]
+            .map(|(name, value)| (name.to_string(), FieldValue::Number(value)));
+        let id = layout.encode(&fields).expect("encode");
+        assert_eq!(layout.decode(id).expect("decode"), fields.to_vec(), "{settings:?}");
+        let start = SonyflakeV2::DEFAULT_START_MS - SonyflakeV2::DEFAULT_START_MS % unit;
+        assert_eq!(layout.time_ms(id, 0).expect("time"), Some(start + 3 * unit));
+        let past = AnyId::U64(u64::MAX >> 1);
+        assert_eq!(layout.time_ms(past, 0).expect("time"), None, "{settings:?}: past u64 ms");
     }
 }
