@@ -1,4 +1,6 @@
 //! `idmint gen`: prints N unique IDs, one per line, from a generator on the system clock.
+//! Unique within the run; a later run with the same node fields starts in a later tick (the
+//! run outlives its last ID's tick), and a layout without time needs an explicit launch.
 //!
 //! The waiting is `idmint-runtime`'s (`BlockingGenerator::fill`); this module only sets the
 //! generator up and writes the IDs. It is the fast path of the CLI: one reused `String`, a
@@ -8,7 +10,7 @@ use std::io::{self, IsTerminal, Write};
 
 use anyhow::bail;
 use idmint_core::{
-    AnyGenerator, Clock, FieldRole, FieldValue, Format, GeneratorConfig, HotGuid, Layout,
+    AnyGenerator, AnyId, Clock, FieldRole, FieldValue, Format, GeneratorConfig, HotGuid, Layout,
     SystemClock,
 };
 use idmint_runtime::BlockingGenerator;
@@ -85,6 +87,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     }
     let config = GeneratorConfig { borrow_ms: args.borrow_ms, ..GeneratorConfig::default() };
     let generator = BlockingGenerator::new(layout.generator(&node, &config)?, SystemClock);
+    check_repeats(&layout, &node)?;
 
     let progress = (args.count >= PROGRESS_FROM && io::stderr().is_terminal())
         .then(|| progress_bar(args.count));
@@ -94,11 +97,55 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    written
+    outlive_last_tick(&layout, written?)
+}
+
+/// Refuses a layout without time unless its node fields make the run's IDs its own: such IDs
+/// repeat on every run with the same fields (DecimalId's test-only launch 0 gives
+/// `10000000000`, `20000000000`, … every time). With an explicit `launch_id`, one line on
+/// stderr says what is unique.
+fn check_repeats(layout: &Layout, node: &[(String, FieldValue)]) -> anyhow::Result<()> {
+    if layout.fields().iter().any(|f| f.role == FieldRole::Time) {
+        return Ok(());
+    }
+    if !node.iter().any(|(name, _)| name == "launch_id") {
+        bail!(
+            "layout `{}` has no time field, so every run with the same fields prints the same \
+             ids: give launch_id=N, a launch no other run used (0 is for tests), or use \
+             `idmint serve`, which keeps a counter",
+            layout.name()
+        );
+    }
+    #[allow(clippy::print_stderr, reason = "the one line the user must read")]
+    {
+        eprintln!(
+            "note: these {} ids are unique within this launch_id only; a run with the same \
+             launch_id and generator_id repeats them",
+            layout.name()
+        );
+    }
+    Ok(())
+}
+
+/// Returns once the clock has passed the tick of the last ID printed, so that a later `gen`
+/// run with the same node fields starts in a later tick and cannot repeat one of this run's
+/// IDs (a run within the same tick would start the sequence again). At most one tick: 1 ms
+/// for Snowflake, 10 ms for Sonyflake, 1 s for TraceId; more after `--borrow-ms`.
+fn outlive_last_tick(layout: &Layout, last: Option<AnyId>) -> anyhow::Result<()> {
+    let Some(last) = last else { return Ok(()) };
+    let now = SystemClock.now_ms();
+    let Some(time_ms) = layout.time_ms(last, now)? else { return Ok(()) };
+    let tick_ms = layout.capacity().tick_ms.max(1);
+    let over = time_ms.saturating_add(tick_ms);
+    while SystemClock.now_ms() < over {
+        let left = over.saturating_sub(SystemClock.now_ms());
+        std::thread::sleep(std::time::Duration::from_millis(left.max(1)));
+    }
+    Ok(())
 }
 
 /// Generates `count` IDs and writes them one per line, in chunks; stops at the first failed
-/// write (a closed pipe, a full disk) instead of generating on.
+/// write (a closed pipe, a full disk) instead of generating on. Returns the last ID written.
 fn write_ids(
     generator: &BlockingGenerator<AnyGenerator, SystemClock>,
     count: u64,
@@ -106,8 +153,9 @@ fn write_ids(
     json: Option<&Layout>,
     progress: Option<&ProgressBar>,
     out: &mut impl Write,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<AnyId>> {
     let now_ms = SystemClock.now_ms();
+    let mut last = None;
     let mut line = String::with_capacity(64);
     let mut failed: Option<anyhow::Error> = None;
     let mut left = count;
@@ -117,6 +165,7 @@ fn write_ids(
             if failed.is_some() {
                 return;
             }
+            last = Some(id);
             line.clear();
             let written = match json {
                 Some(layout) => crate::decode::write_json(layout, id, format, now_ms, out),
@@ -138,7 +187,7 @@ fn write_ids(
         }
     }
     out.flush()?;
-    Ok(())
+    Ok(last)
 }
 
 /// Refuses fields a generator fills itself (time, sequence), with a message that names the

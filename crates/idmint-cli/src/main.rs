@@ -57,7 +57,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Generate unique IDs, one per line.
+    /// Generate IDs, one per line: unique within the run and against earlier runs with the
+    /// same node fields (each run ends after its last ID's tick), not against runs at the same
+    /// time or with the clock set back; `idmint serve` coordinates those.
     #[command(name = "gen")]
     Gen(generate::Args),
     /// Build an ID from the values of its fields.

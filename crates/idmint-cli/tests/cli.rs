@@ -25,6 +25,8 @@ enum Expect<'a> {
     Contains(&'a [&'a str]),
     /// Exit 0 and nothing on stderr; stdout is returned for further checks.
     Succeeds,
+    /// Exit 0 and exactly one line on stderr, `note: ...` containing this.
+    Notes(&'a str),
     /// A non-zero exit, nothing on stdout, and exactly one line on stderr, `error: ...`.
     Fails,
 }
@@ -49,6 +51,11 @@ fn check(args: &[&str], expect: Expect<'_>) -> String {
                 assert_eq!(output.status.code(), Some(1), "{context}");
                 assert_eq!(stderr.lines().count(), 1, "not one stderr line: {context}");
             }
+        }
+        Expect::Notes(text) => {
+            assert!(output.status.success(), "expected success: {context}");
+            assert_eq!(stderr.lines().count(), 1, "not one stderr line: {context}");
+            assert!(stderr.starts_with("note: ") && stderr.contains(text), "{context}");
         }
         Expect::Prints(_) | Expect::Contains(_) | Expect::Succeeds => {
             assert!(output.status.success(), "expected success: {context}");
@@ -250,7 +257,11 @@ fn gen_every_layout_with_node_fields() {
     for (layout, node) in cases {
         let mut args = vec!["gen", "--layout", layout, "-n", "1000"];
         args.extend_from_slice(node);
-        let stdout = check(&args, Expect::Succeeds);
+        let expect = match layout {
+            "decimal-id" => Expect::Notes("unique within this launch_id only"),
+            _ => Expect::Succeeds,
+        };
+        let stdout = check(&args, expect);
         let ids: Vec<&str> = stdout.lines().collect();
         assert_eq!(ids.len(), 1000, "{layout}");
         assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 1000, "{layout}: duplicates");
@@ -266,6 +277,48 @@ fn gen_every_layout_with_node_fields() {
             }
         }
     }
+}
+
+/// A second `gen` run with the same node fields never repeats the first: the first ends after
+/// its last ID's tick, so the second starts in a later one (TraceId: a 1 s tick). The negative
+/// control: a generator of the same fields started in the first run's second makes the first
+/// run's first ID again, which is what a second run in that second would print.
+#[test]
+fn a_second_gen_run_never_repeats_the_first() {
+    use idmint_core::{Clock, FieldValue, GeneratorConfig, Layout, Next, SystemClock};
+    let run = || check(&["gen", "--layout", "trace-id", "-n", "3", "node_no=9"], Expect::Succeeds);
+    let first = run();
+    let second = run();
+    let (a, b): (HashSet<&str>, HashSet<&str>) =
+        (first.lines().collect(), second.lines().collect());
+    assert_eq!((a.len(), b.len()), (3, 3));
+    assert!(a.is_disjoint(&b), "a second run repeated the first:\n{first}{second}");
+
+    let layout = Layout::builtin("trace-id").expect("trace-id");
+    let id =
+        layout.parse(first.lines().next().expect("an id"), layout.default_format()).expect("id");
+    let now = SystemClock.now_ms();
+    let second_ms = layout.time_ms(id, now).expect("time").expect("a time");
+    let node = [("node_no".to_owned(), FieldValue::Number(9))];
+    let generator = layout.generator(&node, &GeneratorConfig::default()).expect("generator");
+    let again = match generator.next(second_ms).expect("next") {
+        Next::Ready(id) => id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(again, id, "within that second a new run starts over: the hazard is real");
+}
+
+/// A layout without time (DecimalId) repeats its IDs on every run with the same fields: `gen`
+/// refuses it without an explicit launch, and with one says in one line what is unique.
+#[test]
+fn gen_refuses_a_layout_without_time_unless_given_a_launch() {
+    check(&["gen", "--layout", "decimal-id", "-n", "2"], Expect::Fails);
+    check(&["gen", "--layout", "decimal-id", "-n", "2", "generator_id=1"], Expect::Fails);
+    let stdout = check(
+        &["gen", "--layout", "decimal-id", "-n", "2", "launch_id=7"],
+        Expect::Notes("unique within this launch_id only"),
+    );
+    assert_eq!(stdout, "10000000007\n20000000007\n");
 }
 
 #[test]
