@@ -55,6 +55,7 @@ mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod file;
+mod fsio;
 mod journal;
 mod memory;
 mod remembered;
