@@ -361,7 +361,7 @@ impl ClientBuilder {
     /// # let _ = builder;
     /// ```
     pub fn max_retry_after(mut self, max: Duration) -> Self {
-        self.policy.max_retry_after = max;
+        self.policy.ejection.max_retry_after = max;
         self
     }
 
@@ -378,8 +378,8 @@ impl ClientBuilder {
     /// # let _ = builder;
     /// ```
     pub fn eject(mut self, base: Duration, max: Duration) -> Self {
-        self.policy.eject_base = base;
-        self.policy.eject_max = max;
+        self.policy.ejection.base = base;
+        self.policy.ejection.max = max;
         self
     }
 
@@ -895,7 +895,12 @@ impl Shared {
                     ) {
                         // A server that misbehaves gets others' requests for a while.
                         let policy = &self.policy;
-                        self.route().endpoints.failed(endpoint, Instant::now(), None, policy);
+                        self.route().endpoints.failed(
+                            endpoint,
+                            Instant::now(),
+                            None,
+                            &policy.ejection,
+                        );
                     }
                     return Err(error);
                 }
