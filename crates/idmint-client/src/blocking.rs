@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use idmint_core::AnyId;
 
-use crate::{ClientBuilder, Error, ErrorKind};
+use crate::{
+    builder::ClientBuilder,
+    error::{Error, ErrorKind},
+};
 
 /// A client for synchronous code. Build one with [`ClientBuilder::build_blocking`].
 ///
@@ -35,8 +38,29 @@ use crate::{ClientBuilder, Error, ErrorKind};
 #[derive(Debug)]
 pub struct Client {
     // Dropped first: its refill task is stopped before the runtime goes.
-    inner: crate::Client,
+    inner: crate::client::Client,
     runtime: tokio::runtime::Runtime,
+}
+
+impl ClientBuilder {
+    /// Builds a [`blocking::Client`](Client), which runs the client on a runtime of its own.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build), and [`ErrorKind::Config`] when the runtime cannot start.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let client = idmint_client::Client::builder()
+    ///     .endpoint("http://127.0.0.1:8080")
+    ///     .build_blocking()?;
+    /// assert_eq!(client.buffered(), 0);
+    /// # Ok::<(), idmint_client::Error>(())
+    /// ```
+    pub fn build_blocking(self) -> Result<Client, Error> {
+        Client::new(self)
+    }
 }
 
 impl Client {

@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use idmint_core::AnyId;
 use tokio::sync::Notify;
 
-use crate::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind};
 
 /// The IDs of one answer, in the order the server issued them.
 #[derive(Debug, Clone, PartialEq, Eq)]

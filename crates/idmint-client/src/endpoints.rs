@@ -6,7 +6,27 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::retry::Policy;
+/// How long a failed endpoint is skipped, and the longest pause a server may ask for: the
+/// health part of the client's retry settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ejection {
+    /// How long an endpoint is skipped after its first failure; it doubles per failure.
+    pub(crate) base: Duration,
+    /// The longest an endpoint is skipped.
+    pub(crate) max: Duration,
+    /// The longest `Retry-After` pause the client honours.
+    pub(crate) max_retry_after: Duration,
+}
+
+impl Default for Ejection {
+    fn default() -> Self {
+        Ejection {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(2),
+        }
+    }
+}
 
 /// The health of every endpoint, and whose turn it is.
 #[derive(Debug, Clone)]
@@ -65,22 +85,22 @@ impl Endpoints {
     }
 
     /// Records a failure at `now`: the endpoint is ejected for `retry_after` when the server
-    /// gave one, else for the policy's ejection time, doubled per failure since the last
-    /// success, both capped by the policy. A `retry_after` also keeps the endpoint from being
-    /// tried at all before it ends (capped by `policy.max_retry_after`).
+    /// gave one, else for `ejection.base`, doubled per failure since the last success, both
+    /// capped by `ejection.max`. A `retry_after` also keeps the endpoint from being tried at
+    /// all before it ends (capped by `ejection.max_retry_after`).
     pub(crate) fn failed(
         &mut self,
         index: usize,
         now: Instant,
         retry_after: Option<Duration>,
-        policy: &Policy,
+        ejection: &Ejection,
     ) {
         let health = &mut self.health[index];
         health.failures = health.failures.saturating_add(1);
-        let doubled = policy.eject_base.saturating_mul(1 << (health.failures - 1).min(16));
-        let eject = retry_after.unwrap_or(doubled).min(policy.eject_max);
+        let doubled = ejection.base.saturating_mul(1 << (health.failures - 1).min(16));
+        let eject = retry_after.unwrap_or(doubled).min(ejection.max);
         health.ejected_until = Some(now + eject);
-        health.not_before = retry_after.map(|pause| now + pause.min(policy.max_retry_after));
+        health.not_before = retry_after.map(|pause| now + pause.min(ejection.max_retry_after));
     }
 
     /// How many endpoints there are.
@@ -94,12 +114,11 @@ impl Endpoints {
 mod tests {
     use super::*;
 
-    fn policy() -> Policy {
-        Policy {
-            eject_base: Duration::from_secs(1),
-            eject_max: Duration::from_secs(8),
+    fn ejection() -> Ejection {
+        Ejection {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(2),
-            ..Policy::default()
         }
     }
 
@@ -124,7 +143,7 @@ mod tests {
                     assert_eq!((pick.index, pick.at - now), (want, ms(delay_ms)), "step {n}");
                 }
                 Step::Fail { at_ms, index, retry_after_ms } => {
-                    endpoints.failed(index, t0 + ms(at_ms), retry_after_ms.map(ms), &policy())
+                    endpoints.failed(index, t0 + ms(at_ms), retry_after_ms.map(ms), &ejection())
                 }
                 Step::Succeed { index } => endpoints.succeeded(index),
             }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::endpoints::Endpoints;
+use crate::endpoints::{Ejection, Endpoints};
 
 /// The client's retry and health settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,12 +22,8 @@ pub(crate) struct Policy {
     pub(crate) backoff_base: Duration,
     /// The largest backoff.
     pub(crate) backoff_max: Duration,
-    /// The longest `Retry-After` pause the client honours.
-    pub(crate) max_retry_after: Duration,
-    /// How long an endpoint is skipped after its first failure; it doubles per failure.
-    pub(crate) eject_base: Duration,
-    /// The longest an endpoint is skipped.
-    pub(crate) eject_max: Duration,
+    /// How long a failed endpoint is skipped, and the longest `Retry-After` honoured.
+    pub(crate) ejection: Ejection,
 }
 
 impl Default for Policy {
@@ -37,9 +33,7 @@ impl Default for Policy {
             timeout: Duration::from_secs(2),
             backoff_base: Duration::from_millis(5),
             backoff_max: Duration::from_millis(250),
-            max_retry_after: Duration::from_secs(2),
-            eject_base: Duration::from_secs(1),
-            eject_max: Duration::from_secs(30),
+            ejection: Ejection::default(),
         }
     }
 }
@@ -145,7 +139,7 @@ pub(crate) fn after_failure(
     now: Instant,
     random: u64,
 ) -> Decision {
-    endpoints.failed(endpoint, now, failure.retry_after(), policy);
+    endpoints.failed(endpoint, now, failure.retry_after(), &policy.ejection);
     if attempt >= policy.attempts {
         return Decision::GiveUp;
     }
@@ -201,9 +195,7 @@ mod tests {
             attempts: 5,
             backoff_base: ms(10),
             backoff_max: ms(100),
-            max_retry_after: ms(2000),
-            eject_base: ms(1000),
-            eject_max: ms(30_000),
+            ejection: Ejection { base: ms(1000), max: ms(30_000), max_retry_after: ms(2000) },
             ..Policy::default()
         }
     }

@@ -23,8 +23,8 @@ use idmint_proto::{ErrorResponse, NamespaceInfo, NamespacesResponse};
 use serde::Deserialize;
 
 use crate::{
-    Error, ErrorKind,
     buffer::Ids,
+    error::{Error, ErrorKind},
     retry::{self, Class, Failure},
 };
 

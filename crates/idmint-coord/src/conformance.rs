@@ -1,10 +1,17 @@
 //! The conformance suite every [`Coordinator`] backend runs in its tests (object_store's
 //! `integration.rs` pattern): one public async function per behaviour of the contract.
 //!
+//! The store traits have suites of their own in the same style: [`segments`] for every
+//! [`SegmentStore`](crate::SegmentStore) and [`counters`] for every
+//! [`CounterStore`](crate::CounterStore).
+//!
 //! Each function takes a factory that returns a new handle on the *same* store, standing for
 //! one more server process (a clone of a `MemoryCoordinator`, a second `FileCoordinator` on
 //! the same directory, a second etcd client). Namespaces are fixed names, so give each call a
 //! fresh store.
+
+pub mod counters;
+pub mod segments;
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -28,6 +35,51 @@ pub async fn run_all(handles: Handles<'_>) {
     released_claims_cannot_store(handles).await;
     layout_changes_are_refused(handles).await;
     invalid_requests_are_refused(handles).await;
+}
+
+/// Eight tasks on four handles from `handles`, started at once, each making `calls` calls of
+/// `call` in turn: what each task got, in its order. The store suites' concurrency rules.
+pub(crate) async fn eight_tasks_on_four_handles<S, T, F>(
+    handles: &(dyn Fn() -> Arc<S> + Sync),
+    calls: usize,
+    call: fn(Arc<S>) -> F,
+) -> Vec<Vec<T>>
+where
+    S: ?Sized + Send + Sync + 'static,
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    let stores: Vec<_> = (0..4).map(|_| handles()).collect();
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let store = Arc::clone(&stores[task % stores.len()]);
+            tokio::spawn(async move {
+                let mut got = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    got.push(call(Arc::clone(&store)).await);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        all.push(task.await.expect("task"));
+    }
+    all
+}
+
+/// Runs `rule` on a task of its own and returns its panic message; fails when the rule
+/// passes. The store suites' negative controls.
+#[cfg(test)]
+pub(crate) async fn panic_message(rule: impl Future<Output = ()> + Send + 'static) -> String {
+    let error = tokio::spawn(rule).await.expect_err("the rule must fail");
+    let panic = error.into_panic();
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
 }
 
 fn request(namespace: &str, ids: GeneratorIds) -> ClaimRequest {

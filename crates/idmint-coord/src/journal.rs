@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Error, Lineage,
-    file::{fsync_dir, io_error},
+    fsio::{fsync_dir, io_error},
 };
 
 /// The journal's file name in a data directory.

@@ -27,7 +27,9 @@
 //! transaction per range). A [`SegmentAllocator`] serves fully monotonic IDs from them with
 //! one atomic add per ID, fetching the next range in the background and adapting the range
 //! length to the rate of use. A [`CounterStore`] (the same stores) keeps durable counters;
-//! [`DecimalIds`] takes DecimalId's launch ID and generator IDs from them.
+//! [`DecimalIds`] takes DecimalId's launch ID and generator IDs from them. Every segment store
+//! and every counter store passes its trait's conformance suite too (`conformance::segments`,
+//! `conformance::counters`).
 //!
 //! # Example
 //!
@@ -55,6 +57,7 @@ mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod file;
+mod fsio;
 mod journal;
 mod memory;
 mod remembered;

@@ -30,7 +30,7 @@ use std::{
 
 use crate::{
     Adopt, Claim, ClaimRequest, Coordinator, DataDirReport, Error, Lineage,
-    file::{blocking, io_error},
+    fsio::{blocking, io_error},
     journal::{Found, Journal, Ledger},
     segment::file::{read_value, write_value},
 };

@@ -1,6 +1,8 @@
-//! Persistent counters and DecimalIds (elfo's book) on every counter store: the memory and file
-//! stores always, Postgres (feature `postgres`) and etcd (feature `etcd`) against real servers
-//! started by `idmint_coord::testing`, skipped when they are not installed unless `CI=true`.
+//! Persistent counters and DecimalIds (elfo's book) on every counter store: the counter
+//! conformance suite (`idmint_coord::conformance::counters`), then DecimalIds, on the memory and
+//! file stores always, Postgres (feature `postgres`) and etcd (feature `etcd`) against real
+//! servers started by `idmint_coord::testing`, skipped when they are not installed unless
+//! `CI=true`.
 //! Each check counts the IDs it saw and asserts there is no duplicate.
 
 #![cfg(feature = "test-util")]
@@ -9,52 +11,12 @@ use std::{collections::HashSet, sync::Arc};
 
 use idmint_coord::{
     CounterStore, DecimalIdIssuer, DecimalIdOptions, DecimalIds, Error, FileStore, MemoryStore,
+    conformance,
 };
 use idmint_core::DecimalId;
 
 const LAUNCH: &str = "launch";
 const GENERATOR: &str = "generator";
-
-/// The counter contract: values count up from 1, stop at `max` (and stay there), names are
-/// independent, bad requests are refused, and concurrent increments never share a value.
-async fn counters_count_once_and_never_wrap(counters: Arc<dyn CounterStore>) {
-    assert_eq!(counters.next("c", 3).await.expect("1"), 1);
-    assert_eq!(counters.next("c", 3).await.expect("2"), 2);
-    assert_eq!(counters.next("other", 3).await.expect("independent"), 1);
-    assert_eq!(counters.next("c", 3).await.expect("3"), 3);
-    for _ in 0..2 {
-        match counters.next("c", 3).await {
-            Err(e @ Error::Exhausted { max: 3, .. }) => {
-                assert!(e.to_string().contains("counter `c` is exhausted"), "{e}")
-            }
-            other => panic!("a counter at its maximum must stay exhausted, got {other:?}"),
-        }
-    }
-    // A larger maximum lets it go on from where it is, never from the start.
-    assert_eq!(counters.next("c", 4).await.expect("4"), 4);
-    assert!(matches!(counters.next("zero", 0).await, Err(Error::Exhausted { .. })));
-    assert!(matches!(counters.next("Bad Name", 3).await, Err(Error::InvalidRequest(_))));
-    assert!(matches!(counters.next("big", u64::MAX).await, Err(Error::InvalidRequest(_))));
-
-    let tasks: Vec<_> = (0..4)
-        .map(|_| {
-            let counters = Arc::clone(&counters);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                for _ in 0..25 {
-                    got.push(counters.next("shared", 1_000).await.expect("next"));
-                }
-                got
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.expect("task"));
-    }
-    all.sort_unstable();
-    assert_eq!(all, (1..=100).collect::<Vec<_>>(), "concurrent increments");
-}
 
 /// Takes `n` IDs from `source`, singles and batches, checking that each belongs to it.
 async fn take(source: &DecimalIdIssuer, n: usize) -> Vec<u64> {
@@ -117,23 +79,35 @@ async fn decimal_ids_never_repeat(counters: Arc<dyn CounterStore>) {
     assert!(count >= 200);
 }
 
-async fn run_all(counters: Arc<dyn CounterStore>) {
-    counters_count_once_and_never_wrap(counters.clone()).await;
-    decimal_ids_never_repeat(counters).await;
+/// The counter suite (`idmint_coord::conformance::counters`), then DecimalIds, on one store
+/// through `handles` (one new handle per process).
+async fn run_all(handles: conformance::counters::Handles<'_>) {
+    conformance::counters::run_all(handles).await;
+    decimal_ids_never_repeat(handles()).await;
+}
+
+/// Connects one more handle (one more process) from a synchronous factory: the suite's
+/// factories are plain functions, and the network stores connect asynchronously.
+#[cfg(any(feature = "postgres", feature = "etcd"))]
+fn connect_now<T>(connecting: impl std::future::Future<Output = T>) -> T {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| handle.block_on(connecting))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_counters() {
-    run_all(Arc::new(MemoryStore::new())).await;
+    let store = MemoryStore::new();
+    run_all(&move || Arc::new(store.clone()) as Arc<dyn CounterStore>).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_counters() {
     let dir = tempfile::tempdir().expect("dir");
-    run_all(Arc::new(FileStore::open(dir.path()).expect("store"))).await;
+    let path = dir.path().to_path_buf();
+    run_all(&move || Arc::new(FileStore::open(&path).expect("store")) as Arc<dyn CounterStore>)
+        .await;
     // The values are on disk: a new handle (a restarted process) goes on after them.
     let again = Arc::new(FileStore::open(dir.path()).expect("store"));
-    assert_eq!(again.next("c", 10).await.expect("after restart"), 5);
     let source = DecimalIds::start(again, LAUNCH, GENERATOR, DecimalIdOptions::default())
         .await
         .expect("third start");
@@ -171,9 +145,12 @@ async fn postgres_counters() {
     use idmint_coord::{PostgresOptions, PostgresStore, testing};
 
     let Some(server) = testing::available(testing::Postgres::start()) else { return };
-    let store =
-        PostgresStore::connect(&server.url(), PostgresOptions::default()).await.expect("connect");
-    run_all(Arc::new(store)).await;
+    let url = server.url();
+    run_all(&move || {
+        let store = connect_now(PostgresStore::connect(&url, PostgresOptions::default()));
+        Arc::new(store.expect("connect")) as Arc<dyn CounterStore>
+    })
+    .await;
     assert_eq!(
         server.psql("select value from idmint_counters where name = 'launch'").expect("read"),
         "2"
@@ -187,9 +164,12 @@ async fn etcd_counters() {
 
     let Some(cluster) = testing::available(testing::EtcdCluster::start(1).await) else { return };
     let options = EtcdStoreOptions { prefix: "test/".into(), ..EtcdStoreOptions::default() };
-    let counters =
-        EtcdStore::connect(&cluster.endpoints(), options.clone()).await.expect("connect");
-    run_all(Arc::new(counters)).await;
+    let (endpoints, suite_options) = (cluster.endpoints(), options.clone());
+    run_all(&move || {
+        let store = connect_now(EtcdStore::connect(&endpoints, suite_options.clone()));
+        Arc::new(store.expect("connect")) as Arc<dyn CounterStore>
+    })
+    .await;
     // Another client (another process) continues the same counters.
     let other = EtcdStore::connect(&cluster.endpoints(), options).await.expect("connect");
     assert_eq!(other.next(LAUNCH, 99_999).await.expect("launch"), 3);

@@ -1,5 +1,6 @@
 //! Segments against real stores (RELIABILITY.md, T15, T16, T17), files, Postgres and etcd:
-//! ten processes fetching ranges of one namespace, an allocator process killed with SIGKILL
+//! the segment conformance suite (`idmint_coord::conformance::segments`) on every store, ten
+//! processes fetching ranges of one namespace, an allocator process killed with SIGKILL
 //! 100 times, Postgres refusing settings that lose commits, a Postgres crash under an
 //! allocator, the never-decrease triggers, and the allocator's double buffering and adaptive
 //! step under a manual clock.
@@ -31,6 +32,7 @@ use std::{
 use common::fixed;
 use idmint_coord::{
     Error, FileStore, MAX_SEGMENT_ID, MemoryStore, SegmentAllocator, SegmentOptions, SegmentStore,
+    conformance,
 };
 use idmint_core::ManualClock;
 
@@ -59,6 +61,32 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The conformance suite (`idmint_coord::conformance::segments`) on every store; the Postgres and
+// etcd runs are in their modules below.
+
+/// Connects one more handle (one more process) from a synchronous factory: the suite's
+/// factories are plain functions, and the network stores connect asynchronously.
+fn connect_now<T>(connecting: impl std::future::Future<Output = T>) -> T {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| handle.block_on(connecting))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_store_passes_the_segment_suite() {
+    let store = MemoryStore::new();
+    let handles = move || Arc::new(store.clone()) as Arc<dyn SegmentStore>;
+    conformance::segments::run_all(&handles).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_store_passes_the_segment_suite() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().to_path_buf();
+    let handles = move || Arc::new(FileStore::open(&path).expect("open")) as Arc<dyn SegmentStore>;
+    conformance::segments::run_all(&handles).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,6 +588,20 @@ mod etcd {
         Some((cluster, spec))
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_etcd_store_passes_the_segment_suite() {
+        use idmint_coord::{EtcdStore, EtcdStoreOptions};
+
+        let Some(cluster) = testing::available(EtcdCluster::start(1).await) else { return };
+        let endpoints = cluster.endpoints();
+        let options = EtcdStoreOptions { prefix: "suite/".into(), ..EtcdStoreOptions::default() };
+        let handles = move || {
+            let store = connect_now(EtcdStore::connect(&endpoints, options.clone()));
+            Arc::new(store.expect("connect")) as Arc<dyn SegmentStore>
+        };
+        conformance::segments::run_all(&handles).await;
+    }
+
     #[test]
     fn ten_processes_get_disjoint_ranges_from_etcd() {
         let Some((_cluster, spec)) = start() else { return };
@@ -622,6 +664,17 @@ mod postgres {
 
     async fn connect(server: &testing::Postgres) -> PostgresStore {
         PostgresStore::connect(&server.url(), PostgresOptions::default()).await.expect("connect")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_postgres_store_passes_the_segment_suite() {
+        let Some(server) = start() else { return };
+        let url = server.url();
+        let handles = move || {
+            let store = connect_now(PostgresStore::connect(&url, PostgresOptions::default()));
+            Arc::new(store.expect("connect")) as Arc<dyn SegmentStore>
+        };
+        conformance::segments::run_all(&handles).await;
     }
 
     #[test]

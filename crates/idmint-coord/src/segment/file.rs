@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     CounterStore, DataDirReport, Error, MAX_SEGMENT_ID, SegmentStore,
     counter::check_counter_request,
-    file::{blocking, fsync_dir, io_error, replace_json},
+    fsio::{blocking, fsync_dir, io_error, replace_json},
     journal::{
         ADOPT_COUNTER_MARGIN, ADOPT_SEGMENT_MARGIN, Adopt, Found, Highest, Identity, Journal,
         Ledger,
