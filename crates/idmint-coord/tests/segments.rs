@@ -210,7 +210,17 @@ fn worker_stderr(out: &Path) -> String {
 /// Ten processes fetch 1,000 ranges each from one namespace, at once, each with its own step.
 /// Every fetch has exactly its step; all ranges are disjoint; and since nobody crashed, they
 /// tile `1..=total` exactly.
-fn ten_processes_get_disjoint_ranges(store: &str, dir: &Path) {
+/// Whether the ten processes' ranges must tile the IDs exactly (no hole): a store whose
+/// attempts are never repeated (files) tiles them; etcd repeats a transaction whose answer did
+/// not come within its short attempt deadline, and a first attempt that did apply leaves a
+/// range nobody got: a gap, never a duplicate (the trait allows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tiling {
+    Exact,
+    GapsAllowed,
+}
+
+fn ten_processes_get_disjoint_ranges(store: &str, dir: &Path, tiling: Tiling) {
     let go = dir.join("go");
     let steps: Vec<u64> = (0..10).map(|i| 10 + i).collect();
     let mut workers: Vec<(u64, PathBuf, Child)> = steps
@@ -247,17 +257,31 @@ fn ten_processes_get_disjoint_ranges(store: &str, dir: &Path) {
     all.sort_by_key(|r| r.start);
     let total: u64 = steps.iter().map(|s| s * FETCHES as u64).sum();
     assert_eq!(all.first().map(|r| r.start), Some(1));
+    let mut holes = 0;
     for pair in all.windows(2) {
-        assert_eq!(pair[0].end, pair[1].start, "ranges overlap or leave a hole: {pair:?}");
+        assert!(pair[0].end <= pair[1].start, "ranges overlap: {pair:?}");
+        holes += pair[1].start - pair[0].end;
     }
-    assert_eq!(all.last().map(|r| r.end), Some(total + 1), "ids handed out: {total}");
+    if tiling == Tiling::Exact {
+        assert_eq!(holes, 0, "ranges leave a hole");
+        assert_eq!(all.last().map(|r| r.end), Some(total + 1), "ids handed out: {total}");
+    } else if holes > 0 {
+        #[allow(clippy::print_stderr, reason = "the measured gap, shown with --nocapture")]
+        {
+            eprintln!("{store}: {holes} ids skipped by repeated attempts (gaps, never duplicates)");
+        }
+    }
 }
 
 #[test]
 fn ten_processes_get_disjoint_ranges_from_files() {
     let dir = tempfile::tempdir().expect("dir");
     let store = dir.path().join("store");
-    ten_processes_get_disjoint_ranges(&format!("file:{}", store.display()), dir.path());
+    ten_processes_get_disjoint_ranges(
+        &format!("file:{}", store.display()),
+        dir.path(),
+        Tiling::Exact,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -606,7 +630,7 @@ mod etcd {
     fn ten_processes_get_disjoint_ranges_from_etcd() {
         let Some((_cluster, spec)) = start() else { return };
         let dir = tempfile::tempdir().expect("dir");
-        ten_processes_get_disjoint_ranges(&spec, dir.path());
+        ten_processes_get_disjoint_ranges(&spec, dir.path(), Tiling::GapsAllowed);
     }
 
     #[test]
@@ -681,7 +705,11 @@ mod postgres {
     fn ten_processes_get_disjoint_ranges_from_postgres() {
         let Some(server) = start() else { return };
         let dir = tempfile::tempdir().expect("dir");
-        ten_processes_get_disjoint_ranges(&format!("postgres:{}", server.url()), dir.path());
+        ten_processes_get_disjoint_ranges(
+            &format!("postgres:{}", server.url()),
+            dir.path(),
+            Tiling::Exact,
+        );
     }
 
     #[test]
