@@ -63,18 +63,35 @@ async fn postgres_coordinator_passes_the_conformance_suite() {
 }
 
 /// Ten coordinators (ten connections) claim from one pool at once: the generator IDs each
-/// got, with duplicates kept.
+/// got, with duplicates kept. "At once" is made exact, not left to the scheduler: the test
+/// holds a SHARE lock on `idmint_claims`, which lets every claimant list the live claims (all
+/// see none) but makes its claim statement wait; once all ten wait, the lock is released. So
+/// every claimant asks for generator ID 0 first, and only the claim statement's exclusive
+/// check can keep them apart.
 async fn cold_start(server: &Postgres, fenced: bool) -> Vec<u64> {
     let url = server.url();
-    let tasks: Vec<_> = (0..10)
-        .map(|i| {
-            let url = url.clone();
+    // Long enough for the wait on the lock.
+    let options =
+        PostgresOptions { request_timeout: Duration::from_secs(20), ..PostgresOptions::default() };
+    let mut coordinators = Vec::new();
+    for _ in 0..10 {
+        // Connecting creates the schema, which the lock below would block.
+        let coordinator =
+            PostgresCoordinator::connect(&url, options.clone(), lease()).await.expect("connect");
+        #[cfg(feature = "test-no-pg-fence")]
+        let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
+        coordinators.push(coordinator);
+    }
+    let _ = fenced;
+    let (locker, connection) =
+        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect the locker");
+    tokio::spawn(connection);
+    locker.batch_execute("BEGIN; LOCK TABLE idmint_claims IN SHARE MODE").await.expect("lock");
+    let tasks: Vec<_> = coordinators
+        .into_iter()
+        .enumerate()
+        .map(|(i, coordinator)| {
             tokio::spawn(async move {
-                let coordinator =
-                    PostgresCoordinator::connect(&url, options(), lease()).await.expect("connect");
-                #[cfg(feature = "test-no-pg-fence")]
-                let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
-                let _ = fenced;
                 let req = request("cold", GeneratorIds::Pool { count: 4096 })
                     .with_holder(format!("server {i}"));
                 let claim = coordinator.claim(&req).await.expect("claim");
@@ -82,6 +99,40 @@ async fn cold_start(server: &Postgres, fenced: bool) -> Vec<u64> {
             })
         })
         .collect();
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()";
+    let started = std::time::Instant::now();
+    loop {
+        let row = locker.query_one(waiting, &[]).await.expect("count the waiting claims");
+        let count: i64 = row.get(0);
+        if count == 10 {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(15) {
+            let rows = locker
+                .query(
+                    "SELECT wait_event_type, wait_event, state, query FROM pg_stat_activity",
+                    &[],
+                )
+                .await
+                .expect("activity");
+            let activity: Vec<String> = rows
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{:?} {:?} {:?} {:?}",
+                        r.get::<_, Option<String>>(0),
+                        r.get::<_, Option<String>>(1),
+                        r.get::<_, Option<String>>(2),
+                        r.get::<_, Option<String>>(3)
+                    )
+                })
+                .collect();
+            panic!("only {count} claims wait: {activity:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.batch_execute("COMMIT").await.expect("release the lock");
     let mut ids = Vec::new();
     let mut keep = Vec::new();
     for task in tasks {
@@ -105,8 +156,8 @@ async fn ten_concurrent_cold_starts_get_ten_distinct_ids() {
     assert_eq!(ids, (0..10).collect::<Vec<_>>(), "the ten lowest ids");
 }
 
-/// The negative control: without the exclusive check, the same cold start hands one ID to
-/// several servers, and the check above catches it.
+/// The negative control: without the exclusive check, the same cold start hands generator
+/// ID 0 to all ten, and the check above catches it.
 #[cfg(feature = "test-no-pg-fence")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_fence_cold_starts_share_ids() {
@@ -114,6 +165,7 @@ async fn without_the_fence_cold_starts_share_ids() {
     let ids = cold_start(&server, false).await;
     report(&format!("without the fence, ten cold starts got {ids:?}"));
     assert!(!distinct(&ids), "the check must catch shared ids, got {ids:?}");
+    assert_eq!(ids, [0; 10], "every claimant took the first free ID");
 }
 
 /// What a takeover of a paused holder led to.
