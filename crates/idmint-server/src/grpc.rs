@@ -35,7 +35,7 @@ use tonic_health::pb::{
     health_server::{Health, HealthServer},
 };
 
-use crate::{Error, Server, http::constant_time_eq, namespace::Namespace};
+use crate::{Error, Server, auth, namespace::Namespace};
 
 /// Messages a `Stream` call may have made but not yet handed to tonic: each one is a
 /// reservation, so a slow reader holds at most this many (plus what HTTP/2 buffers).
@@ -171,8 +171,8 @@ impl crate::listener::Port {
         let routes = tonic::service::Routes::new(health).add_service(idmint).prepare();
         // gRPC-web (HTTP/1.1 included) for browsers, behind CORS for the configured origins.
         let service = tower::ServiceBuilder::new()
-            .map_response(crate::web::only_for_allowed::<tonic::body::Body>)
-            .option_layer(crate::web::cors(&config.cors_allow_origins, true))
+            .map_response(crate::cors::only_for_allowed::<tonic::body::Body>)
+            .option_layer(crate::cors::cors(&config.cors_allow_origins, true))
             .layer(tonic_web::GrpcWebLayer::new())
             .service(routes);
         let router = axum::Router::new().fallback_service(service);
@@ -686,25 +686,15 @@ fn parse_format(name: &str) -> Result<Format, Error> {
 }
 
 /// The namespace (empty: the default one), after checking its bearer token in the
-/// `authorization` metadata, by the rules of the HTTP API.
+/// `authorization` metadata ([`auth::authorized`], the rules of the HTTP API).
 fn authorized<'a>(
     server: &'a Server,
     name: &str,
     metadata: &MetadataMap,
 ) -> Result<&'a Arc<Namespace>, Error> {
     let name = if name.is_empty() { server.default_namespace() } else { name };
-    let namespace = server.namespace(name)?;
-    if let Some(expected) = namespace.token() {
-        let given = metadata
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| Error::Unauthorized(namespace.name.clone()))?;
-        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
-            return Err(Error::Forbidden(namespace.name.clone()));
-        }
-    }
-    Ok(namespace)
+    let authorization = metadata.get("authorization").and_then(|v| v.to_str().ok());
+    auth::authorized(server, name, authorization)
 }
 
 /// `grpc.health.v1.Health`: SERVING for the server (`""`) and `idmint.v1.IdMint` while the

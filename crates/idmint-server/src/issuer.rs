@@ -137,6 +137,19 @@ impl Backoff {
     }
 }
 
+/// Checks a batch size, the one rule for every API: 1..=`max_batch`.
+pub(crate) fn check_count(count: u64, max_batch: u64) -> Result<u64, Error> {
+    match count {
+        1.. if count <= max_batch => Ok(count),
+        _ => Err(count_error(max_batch)),
+    }
+}
+
+/// The error of a batch size that is not 1..=`max_batch`.
+pub(crate) fn count_error(max_batch: u64) -> Error {
+    Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"))
+}
+
 /// A batch count (already checked against `max_batch`) as a length, and the capacity to set
 /// aside for it: the one conversion of a count, so every issuer reserves alike.
 pub(crate) fn count_len(count: u64) -> (usize, usize) {

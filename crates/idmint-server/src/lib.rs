@@ -57,9 +57,11 @@
 //! # }).unwrap();
 //! ```
 
+mod auth;
 mod clock;
 mod clock_watch;
 mod config;
+mod cors;
 mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
@@ -83,15 +85,15 @@ use idmint_coord::{Coordinator, CounterStore, SegmentStore};
 use idmint_proto::NamespaceInfo;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-pub use crate::listener::{DEFAULT_LISTEN_BACKLOG, bind, bind_with_backlog, serve};
+pub use crate::listener::{bind, bind_with_backlog, serve};
 #[cfg(feature = "grpc")]
 pub use crate::listener::{serve_all, serve_grpc};
 use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
     clock::{OffsetClock, WallClock},
     config::{
-        DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig, PublicIdsSettings,
-        SegmentSettings, ServerConfig, Source,
+        DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig,
+        PublicIdsSettings, SegmentSettings, ServerConfig, Source,
     },
     error::Error,
     namespace::load_public_id_keys,
@@ -474,7 +476,7 @@ impl Server {
         ns: &Namespace,
         count: u64,
     ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        let count = config::check_count(count, self.config.max_batch)?;
+        let count = issuer::check_count(count, self.config.max_batch)?;
         if count == 1 {
             Ok(vec![ns.next(&self.clocks, self.config.max_wait_ms).await?])
         } else {
@@ -523,7 +525,7 @@ impl Server {
         count: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), Error> {
-        let count = config::check_count(count, self.config.max_batch)?;
+        let count = issuer::check_count(count, self.config.max_batch)?;
         if ns.layout.id_bits() != 64 {
             return Err(Error::BadRequest(format!(
                 "namespace `{}` issues {}-bit ids",
@@ -542,7 +544,7 @@ impl Server {
         ns: &Namespace,
         count: u64,
     ) -> Result<issuer::BeBytes, Error> {
-        let count = config::check_count(count, self.config.max_batch)?;
+        let count = issuer::check_count(count, self.config.max_batch)?;
         let mut out = issuer::BeBytes::new(ns.layout.id_bits());
         ns.batch_be(&self.clocks, count, self.config.max_wait_ms, &mut out).await?;
         Ok(out)

@@ -54,7 +54,6 @@ use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::{conn::auto, graceful::GracefulShutdown},
 };
-use idmint_proto::{ErrorDetail, ErrorResponse};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpSocket, TcpStream},
@@ -64,13 +63,13 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
 
-use crate::{Error, Server, ServerConfig, ShutdownStep, http, metrics::CloseReason};
+use crate::{
+    DEFAULT_LISTEN_BACKLOG, Error, Server, ServerConfig, ShutdownStep, http,
+    metrics::{CloseReason, Refusal},
+};
 
 /// The largest HTTP/1 read buffer, which bounds the size of a request header (bytes).
 pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
-/// The listen backlog of [`bind`]: room for a burst of new connections while the accept
-/// loop catches up (the kernel caps it at `net.core.somaxconn`).
-pub const DEFAULT_LISTEN_BACKLOG: u32 = 1024;
 
 /// Serves the HTTP API of `server` on `listener` until `shutdown` is cancelled, then shuts
 /// down in order: report not ready, keep serving for `shutdown_delay_ms` (so that load
@@ -446,15 +445,6 @@ impl Limits {
             per_ip: config.max_connections_per_ip.filter(|&cap| cap > 0),
         }
     }
-}
-
-/// Why a new connection was closed at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// `max_connections` are open and none is idle.
-    Limit,
-    /// The client's IP address holds `max_connections_per_ip`.
-    PerIp,
 }
 
 /// The open connections, by ID, and how many each IP address holds.
@@ -897,10 +887,7 @@ impl Tracked {
 
 /// idmint's JSON error as a whole HTTP/1.1 response that closes the connection.
 fn error_response(error: &Error) -> Vec<u8> {
-    let body = serde_json::to_string(&ErrorResponse {
-        error: ErrorDetail { code: error.code().to_owned(), message: error.to_string() },
-    })
-    .unwrap_or_default();
+    let body = serde_json::to_string(&error.body()).unwrap_or_default();
     let status = error.status();
     let reason = axum::http::StatusCode::from_u16(status)
         .ok()

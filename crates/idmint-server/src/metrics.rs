@@ -5,7 +5,6 @@
 //! Prometheus' conventions (base units: seconds and bytes; `_total` on counters), which
 //! `promtool check metrics` checks in the tests.
 
-use crate::listener::Refusal;
 use std::{
     collections::BTreeMap,
     fmt::Write,
@@ -84,6 +83,15 @@ pub(crate) enum CloseReason {
     Idle,
     /// Shed at the connection limit for a new connection.
     Shed,
+}
+
+/// Why a new connection was closed at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `max_connections` are open and none is idle.
+    Limit,
+    /// The client's IP address holds `max_connections_per_ip`.
+    PerIp,
 }
 
 impl CloseReason {
