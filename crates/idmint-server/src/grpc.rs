@@ -35,7 +35,7 @@ use tonic_health::pb::{
     health_server::{Health, HealthServer},
 };
 
-use crate::{Error, Server, auth, namespace::Namespace};
+use crate::{Error, Server, auth, issuer::BeBytes, namespace::Namespace};
 
 /// Messages a `Stream` call may have made but not yet handed to tonic: each one is a
 /// reservation, so a slow reader holds at most this many (plus what HTTP/2 buffers).
@@ -509,7 +509,9 @@ impl IdMint for IdMintService {
     async fn next(&self, request: Request<NextRequest>) -> Result<Response<NextResponse>, Status> {
         let result = async {
             let (ns, format) = self.next(&request)?;
-            let id = self.server.issue_from(ns, 1).await?.pop().ok_or(Error::ShuttingDown)?;
+            let mut ids: Vec<AnyId> = Vec::with_capacity(1);
+            self.server.issue_into(ns, 1, &mut ids).await?;
+            let id = ids.pop().ok_or(Error::ShuttingDown)?;
             let mut text = String::new();
             id.write(format, &mut text)?;
             let id = match id {
@@ -666,18 +668,18 @@ async fn issue_batch(
     count: u64,
     packed: bool,
 ) -> Result<IdBatch, Error> {
+    if !packed && ns.layout.id_bits() == 64 {
+        let mut ids = Vec::new();
+        server.issue_into(ns, count, &mut ids).await?;
+        return Ok(IdBatch { ids, ..IdBatch::default() });
+    }
+    let mut ids = BeBytes::new(ns.layout.id_bits());
+    server.issue_into(ns, count, &mut ids).await?;
     if packed {
-        let ids = server.issue_be_from(ns, count).await?;
         let width = u32::try_from(ids.width()).unwrap_or(8);
         return Ok(IdBatch::from_packed_be(ids.bytes, width));
     }
-    if ns.layout.id_bits() == 64 {
-        let mut ids = Vec::new();
-        server.issue_u64_from(ns, count, &mut ids).await?;
-        return Ok(IdBatch { ids, ..IdBatch::default() });
-    }
     // `ids128` is the same bytes as a packed batch of 128-bit IDs: written alike, in bulk.
-    let ids = server.issue_be_from(ns, count).await?;
     Ok(IdBatch { ids128: ids.bytes, ..IdBatch::default() })
 }
 

@@ -454,8 +454,8 @@ impl Server {
         out
     }
 
-    /// IDs of one namespace, in increasing order, bypassing the network: what the HTTP and gRPC
-    /// handlers call. At most `max_batch` per call.
+    /// IDs of one namespace, in increasing order, bypassing the network. At most `max_batch`
+    /// per call.
     ///
     /// # Errors
     ///
@@ -467,25 +467,13 @@ impl Server {
         namespace: &str,
         count: u64,
     ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        self.issue_from(self.namespace(namespace)?, count).await
-    }
-
-    /// [`Server::issue`] from a namespace already looked up.
-    pub(crate) async fn issue_from(
-        &self,
-        ns: &Namespace,
-        count: u64,
-    ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        let count = issuer::check_count(count, self.config.max_batch)?;
-        if count == 1 {
-            Ok(vec![ns.next(&self.clocks, self.config.max_wait_ms).await?])
-        } else {
-            ns.batch(&self.clocks, count, self.config.max_wait_ms).await
-        }
+        let mut ids = Vec::new();
+        self.issue_into(self.namespace(namespace)?, count, &mut ids).await?;
+        Ok(ids)
     }
 
     /// [`Server::issue`] for a namespace of 64-bit IDs, appending them to `out` as bare
-    /// `u64`s (no `AnyId` per ID): the path of the gRPC `Batch` and `Stream` calls.
+    /// `u64`s (no `AnyId` per ID).
     ///
     /// # Errors
     ///
@@ -515,39 +503,28 @@ impl Server {
         count: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), Error> {
-        self.issue_u64_from(self.namespace(namespace)?, count, out).await
+        self.issue_into(self.namespace(namespace)?, count, out).await
     }
 
-    /// [`Server::issue_u64`] from a namespace already looked up.
-    pub(crate) async fn issue_u64_from(
+    /// `count` IDs of a namespace already looked up, appended to `sink`: the one path of every
+    /// request of both APIs (JSON and binary batches, gRPC's bare `u64`s and packed bytes). The
+    /// count is checked here, once: 1..=`max_batch`; a sink of bare `u64`s takes only a
+    /// 64-bit layout.
+    pub(crate) async fn issue_into(
         &self,
         ns: &Namespace,
         count: u64,
-        out: &mut Vec<u64>,
+        sink: &mut dyn issuer::IdSink,
     ) -> Result<(), Error> {
         let count = issuer::check_count(count, self.config.max_batch)?;
-        if ns.layout.id_bits() != 64 {
+        if !sink.holds(ns.layout.id_bits()) {
             return Err(Error::BadRequest(format!(
                 "namespace `{}` issues {}-bit ids",
                 ns.name,
                 ns.layout.id_bits()
             )));
         }
-        ns.batch_u64(&self.clocks, count, self.config.max_wait_ms, out).await
-    }
-
-    /// `count` IDs of a namespace as fixed-width big-endian bytes, with the checks of
-    /// [`Server::issue`]: the body of an `application/octet-stream` batch and the `packed`
-    /// field of a gRPC batch.
-    pub(crate) async fn issue_be_from(
-        &self,
-        ns: &Namespace,
-        count: u64,
-    ) -> Result<issuer::BeBytes, Error> {
-        let count = issuer::check_count(count, self.config.max_batch)?;
-        let mut out = issuer::BeBytes::new(ns.layout.id_bits());
-        ns.batch_be(&self.clocks, count, self.config.max_wait_ms, &mut out).await?;
-        Ok(out)
+        ns.issue_into(&self.clocks, count, self.config.max_wait_ms, sink).await
     }
 
     /// The layout of a namespace.
