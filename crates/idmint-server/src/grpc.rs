@@ -51,7 +51,7 @@ const MESSAGE_OVERHEAD: usize = 4 * 1024;
 
 /// gRPC calls by status code, and open streams.
 #[derive(Debug, Default)]
-pub(crate) struct GrpcMetrics {
+struct GrpcMetrics {
     /// Calls ended, by `tonic::Code` (0..=16).
     by_code: [AtomicU64; 17],
     /// `Stream` calls whose producer is running.
@@ -81,7 +81,7 @@ impl GrpcMetrics {
     }
 
     /// Appends the gRPC families in the Prometheus text format.
-    pub(crate) fn render(&self, out: &mut String) {
+    fn render_into(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP idmint_grpc_responses_total gRPC calls ended, by status code.\n# TYPE idmint_grpc_responses_total counter"
@@ -111,6 +111,12 @@ impl GrpcMetrics {
             "gRPC call latency, to the response's head, by service and method.",
             ["service", "method"],
         );
+    }
+}
+
+impl crate::metrics::ApiMetrics for GrpcMetrics {
+    fn render(&self, out: &mut String) {
+        self.render_into(out);
     }
 }
 
@@ -157,17 +163,20 @@ impl crate::listener::Port {
         // The largest answer: max_batch 128-bit IDs at 16 bytes each.
         let max_response =
             usize::try_from(config.max_batch).unwrap_or(usize::MAX).saturating_mul(16);
+        // The gRPC API's own metrics, rendered on `/metrics` with the server's.
+        let metrics = server.api_metrics::<GrpcMetrics>();
         let idmint = IdMintServer::new(IdMintService {
             server: Arc::clone(server),
+            metrics: Arc::clone(&metrics),
             shutdown: shutdown.clone(),
         })
         .max_decoding_message_size(config.max_body_bytes)
         .max_encoding_message_size(max_response.saturating_add(MESSAGE_OVERHEAD));
         let idmint =
-            Strict { inner: idmint, server: Arc::clone(server), limit: config.max_body_bytes };
+            Strict { inner: idmint, metrics: Arc::clone(&metrics), limit: config.max_body_bytes };
         let health = HealthServer::new(HealthService { server: Arc::clone(server), shutdown })
             .max_decoding_message_size(MESSAGE_OVERHEAD);
-        let health = Strict { inner: health, server: Arc::clone(server), limit: MESSAGE_OVERHEAD };
+        let health = Strict { inner: health, metrics, limit: MESSAGE_OVERHEAD };
         let routes = tonic::service::Routes::new(health).add_service(idmint).prepare();
         // gRPC-web (HTTP/1.1 included) for browsers, behind CORS for the configured origins.
         let service = tower::ServiceBuilder::new()
@@ -199,7 +208,7 @@ impl crate::listener::Port {
 #[derive(Debug, Clone)]
 struct Strict<S> {
     inner: S,
-    server: Arc<Server>,
+    metrics: Arc<GrpcMetrics>,
     /// The service's largest request message, in bytes.
     limit: usize,
 }
@@ -236,11 +245,11 @@ where
         let started = std::time::Instant::now();
         let method = request.uri().path().rsplit('/').next().unwrap_or("");
         let method = METHODS.iter().find(|known| **known == method).copied().unwrap_or("other");
-        let server = Arc::clone(&self.server);
+        let metrics = Arc::clone(&self.metrics);
         let limit = self.limit;
         if let Some(refused) = refuse(request.headers()) {
-            server.grpc_metrics().record(tonic::Code::from_i32(refused.grpc_code()));
-            server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
+            metrics.record(tonic::Code::from_i32(refused.grpc_code()));
+            metrics.latency.observe(S::NAME, method, started.elapsed());
             return Box::pin(std::future::ready(Ok(refused_response(refused))));
         }
         // The ready service goes with this call; the clone waits for the next one.
@@ -252,15 +261,15 @@ where
                 Ok(message) => {
                     let body = tonic::body::Body::new(Whole(Some(message)));
                     let Ok(response) = inner.call(GrpcRequest::from_parts(parts, body)).await;
-                    strict_response(response, &server, limit)
+                    strict_response(response, &metrics, limit)
                 }
                 Err(e) => {
                     let status = Status::from(e);
-                    server.grpc_metrics().record(status.code());
+                    metrics.record(status.code());
                     status.into_http()
                 }
             };
-            server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
+            metrics.latency.observe(S::NAME, method, started.elapsed());
             Ok(response)
         })
     }
@@ -418,7 +427,7 @@ impl Framing {
 }
 
 /// The response, or idmint's error in place of a decoding error tonic made.
-fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> GrpcResponse {
+fn strict_response(response: GrpcResponse, metrics: &GrpcMetrics, limit: usize) -> GrpcResponse {
     if response.headers().contains_key("idmint-error") {
         return response;
     }
@@ -430,7 +439,7 @@ fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> Grp
         return response;
     }
     let status = Status::from(Error::from_grpc_decode(&status, limit));
-    server.grpc_metrics().record(status.code());
+    metrics.record(status.code());
     status.into_http()
 }
 
@@ -438,6 +447,7 @@ fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> Grp
 #[derive(Debug)]
 struct IdMintService {
     server: Arc<Server>,
+    metrics: Arc<GrpcMetrics>,
     shutdown: CancellationToken,
 }
 
@@ -446,12 +456,12 @@ impl IdMintService {
     fn answer<T>(&self, result: Result<T, Error>) -> Result<Response<T>, Status> {
         match result {
             Ok(message) => {
-                self.server.grpc_metrics().record(tonic::Code::Ok);
+                self.metrics.record(tonic::Code::Ok);
                 Ok(Response::new(message))
             }
             Err(e) => {
                 let status = Status::from(e);
-                self.server.grpc_metrics().record(status.code());
+                self.metrics.record(status.code());
                 Err(status)
             }
         }
@@ -558,6 +568,7 @@ impl IdMint for IdMintService {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         tokio::spawn(produce(
             Arc::clone(&self.server),
+            Arc::clone(&self.metrics),
             ns,
             shape,
             batches,
@@ -590,13 +601,13 @@ impl IdMint for IdMintService {
 /// issuing error (with its status).
 async fn produce(
     server: Arc<Server>,
+    metrics: Arc<GrpcMetrics>,
     ns: Arc<Namespace>,
     shape: Shape,
     batches: u64,
     tx: mpsc::Sender<Result<IdBatch, Status>>,
     shutdown: CancellationToken,
 ) {
-    let metrics = server.grpc_metrics();
     let _open = metrics.stream_opened();
     let mut sent = 0;
     let end = loop {

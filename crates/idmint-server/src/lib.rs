@@ -88,7 +88,11 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 pub use crate::listener::{bind, bind_with_backlog, serve};
 #[cfg(feature = "grpc")]
 pub use crate::listener::{serve_all, serve_grpc};
-use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
+use crate::{
+    clock::Clocks,
+    metrics::{ApiMetrics, HttpMetrics},
+    namespace::Namespace,
+};
 pub use crate::{
     clock::{OffsetClock, WallClock},
     config::{
@@ -269,8 +273,8 @@ pub struct Server {
     /// the server is dropped.
     clock_steps: Arc<clock_watch::ClockStepMetrics>,
     http_metrics: HttpMetrics,
-    #[cfg(feature = "grpc")]
-    grpc_metrics: grpc::GrpcMetrics,
+    /// The metrics of the APIs served that own theirs (gRPC), one of each type.
+    api_metrics: Mutex<Vec<Arc<dyn ApiMetrics>>>,
     shutting_down: AtomicBool,
     tasks: TaskTracker,
     stop_tasks: CancellationToken,
@@ -362,8 +366,7 @@ impl Server {
             clocks: Arc::new(Clocks::new(Arc::clone(&wall))),
             clock_steps: Arc::default(),
             http_metrics: HttpMetrics::default(),
-            #[cfg(feature = "grpc")]
-            grpc_metrics: grpc::GrpcMetrics::default(),
+            api_metrics: Mutex::default(),
             shutting_down: AtomicBool::new(false),
             tasks: TaskTracker::new(),
             stop_tasks: CancellationToken::new(),
@@ -449,8 +452,9 @@ impl Server {
         let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges(&self.clocks)).collect();
         let mut out = metrics::render(&gauges, &self.http_metrics, self.is_ready());
         self.clock_steps.render(&mut out);
-        #[cfg(feature = "grpc")]
-        self.grpc_metrics.render(&mut out);
+        for api in self.api_metrics.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            api.render(&mut out);
+        }
         out
     }
 
@@ -560,9 +564,20 @@ impl Server {
         &self.http_metrics
     }
 
-    #[cfg(feature = "grpc")]
-    pub(crate) fn grpc_metrics(&self) -> &grpc::GrpcMetrics {
-        &self.grpc_metrics
+    /// The metrics of type `T` of an API, made on the first call and the same ones after: an
+    /// API keeps them, and `/metrics` renders them from then on.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn api_metrics<T: ApiMetrics + Default>(&self) -> Arc<T> {
+        let mut all = self.api_metrics.lock().unwrap_or_else(|p| p.into_inner());
+        for api in all.iter() {
+            let any: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(api) as _;
+            if let Ok(found) = any.downcast::<T>() {
+                return found;
+            }
+        }
+        let made = Arc::new(T::default());
+        all.push(Arc::clone(&made) as _);
+        made
     }
 
     fn step(&self, step: ShutdownStep) {

@@ -56,6 +56,14 @@ pub(crate) struct NamespaceGauges<'a> {
     pub(crate) metrics: &'a NamespaceMetrics,
 }
 
+/// The metrics an API owns (the gRPC API's calls and streams): it makes them when it is
+/// served ([`Server::api_metrics`](crate::Server::api_metrics)), and `/metrics` renders them
+/// after the server's own.
+pub(crate) trait ApiMetrics: std::any::Any + std::fmt::Debug + Send + Sync {
+    /// Appends its families in the Prometheus text format.
+    fn render(&self, out: &mut String);
+}
+
 /// HTTP responses by status code (the codes the server produces, plus "other"), and the
 /// connections: open, closed by the server and why, refused and why.
 #[derive(Debug, Default)]
