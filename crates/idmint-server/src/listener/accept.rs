@@ -160,7 +160,7 @@ async fn serve_endpoints(
     let sequence = async {
         shutdown.cancelled().await;
         server.report_not_ready();
-        let delay = server.config.shutdown_delay_ms;
+        let delay = server.config().shutdown_delay_ms;
         if delay > 0 {
             tracing::info!(
                 shutdown_delay_ms = delay,
@@ -180,10 +180,10 @@ async fn serve_endpoints(
     };
     tokio::join!(accept_on(http), accept_on(grpc), sequence);
     server.step(ShutdownStep::StoppedAccepting);
-    let drain = Duration::from_millis(server.config.drain_ms);
+    let drain = Duration::from_millis(server.config().drain_ms);
     if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
         tracing::warn!(
-            drain_ms = server.config.drain_ms,
+            drain_ms = server.config().drain_ms,
             "in-flight requests did not finish in time"
         );
     }
