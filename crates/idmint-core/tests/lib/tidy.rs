@@ -512,10 +512,12 @@ fn import_graph(sources: &Sources, root_imports: bool) -> BTreeMap<String, BTree
     let mut reexports = BTreeMap::new();
     if let Some((_, text)) = sources.get(&root) {
         for (_, path, used) in paths(&code_only(text)) {
-            if used && path.len() > 2 && path[0] == "crate" {
-                if let Some(name) = path.last() {
-                    reexports.insert(name.clone(), path[1..].to_vec());
-                }
+            if used
+                && path.len() > 2
+                && path[0] == "crate"
+                && let Some(name) = path.last()
+            {
+                reexports.insert(name.clone(), path[1..].to_vec());
             }
         }
     }
@@ -553,15 +555,16 @@ fn import_graph(sources: &Sources, root_imports: bool) -> BTreeMap<String, BTree
                 rest = &rest[supers..];
             }
             absolute.extend(rest.iter().cloned());
-            if absolute.len() >= 1 && !sources.contains_key(&absolute[..1].to_vec()) {
-                if let Some(target) = reexports.get(&absolute[0]) {
-                    absolute = target.clone();
-                }
+            if let Some(first) = absolute.first()
+                && !sources.contains_key(std::slice::from_ref(first))
+                && let Some(target) = reexports.get(first)
+            {
+                absolute = target.clone();
             }
-            if let Some(target) = file_of(&absolute) {
-                if target != file {
-                    targets.insert(target.clone());
-                }
+            if let Some(target) = file_of(&absolute)
+                && target != file
+            {
+                targets.insert(target.clone());
             }
         }
     }
@@ -654,6 +657,7 @@ fn crate_circles(name: &str, root_imports: bool) -> (usize, Vec<Vec<String>>, Ve
 /// "Structure, before and after"). The circles of idmint-coord and idmint-client are printed,
 /// not yet refused. Run with `--nocapture` to read the figures.
 #[test]
+#[allow(clippy::print_stderr)]
 fn no_import_circles_between_files() {
     let mut report = Vec::new();
     let mut server = Vec::new();
@@ -673,7 +677,7 @@ fn no_import_circles_between_files() {
             }
         }
     }
-    println!("{}", report.join("\n"));
+    eprintln!("{}", report.join("\n"));
     assert!(server.is_empty(), "import circles in idmint-server:\n{}", report.join("\n"));
 }
 
