@@ -247,6 +247,26 @@ impl Server {
     /// [`Error::UnknownNamespace`], [`Error::BadRequest`] for a count of 0 or above the cap,
     /// and the issuing errors ([`Error::NotReady`], [`Error::Busy`],
     /// [`Error::WindowExhausted`], ...).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::MemoryCoordinator;
+    /// use idmint_core::SystemClock;
+    /// use idmint_server::{Error, Server, ServerConfig};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+    /// let ids = server.issue("default", 3).await?;
+    /// assert!(ids.len() == 3 && ids[0] < ids[1] && ids[1] < ids[2]);
+    /// // The one rule of a batch size, for every API: 1..=max_batch.
+    /// assert!(matches!(server.issue("default", 0).await, Err(Error::BadRequest(_))));
+    /// server.stop().await?;
+    /// # Ok::<(), idmint_server::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn issue(
         &self,
         namespace: &str,
