@@ -25,6 +25,19 @@ use crate::Error;
 /// ```
 pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
 
+/// The listen backlog of [`bind`](crate::bind) and the default of
+/// [`ServerConfig::listen_backlog`]: room for a burst of new connections while the accept
+/// loop catches up (the kernel caps it at `net.core.somaxconn`).
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::{DEFAULT_LISTEN_BACKLOG, ServerConfig};
+///
+/// assert_eq!(ServerConfig::default().listen_backlog, DEFAULT_LISTEN_BACKLOG);
+/// ```
+pub const DEFAULT_LISTEN_BACKLOG: u32 = 1024;
+
 /// How a server runs: its namespaces and its limits.
 ///
 /// # Example
@@ -113,7 +126,7 @@ pub struct ServerConfig {
     pub max_connections_per_ip: Option<usize>,
     /// The listen backlog of the CLI's listeners ([`crate::bind_with_backlog`]): connections
     /// the kernel completes before they are accepted, so a burst waits instead of being
-    /// dropped. Default: 1,024 ([`crate::DEFAULT_LISTEN_BACKLOG`]).
+    /// dropped. Default: 1,024 ([`DEFAULT_LISTEN_BACKLOG`]).
     pub listen_backlog: u32,
     /// How often an idle HTTP/2 connection (the gRPC port, and h2c on the HTTP port) is
     /// pinged, in ms. Default: 30,000.
@@ -155,7 +168,7 @@ impl Default for ServerConfig {
             idle_timeout_ms: 30_000,
             max_connections: 10_000,
             max_connections_per_ip: Some(DEFAULT_MAX_CONNECTIONS_PER_IP),
-            listen_backlog: crate::DEFAULT_LISTEN_BACKLOG,
+            listen_backlog: DEFAULT_LISTEN_BACKLOG,
             http2_keepalive_interval_ms: 30_000,
             http2_keepalive_timeout_ms: 10_000,
             http2_max_concurrent_streams: 100,
@@ -585,7 +598,7 @@ impl ServerConfig {
             ));
         }
         for origin in &self.cors_allow_origins {
-            crate::web::check_origin(origin).map_err(Error::Config)?;
+            crate::cors::check_origin(origin).map_err(Error::Config)?;
         }
         if self.cors_allow_origins.len() > 1 && self.cors_allow_origins.iter().any(|o| o == "*") {
             return bad("cors_allow_origins: `*` allows every origin; give it alone".into());
@@ -711,19 +724,6 @@ impl ServerConfig {
         }
         Ok(())
     }
-}
-
-/// Checks a batch size, the one rule for every API: 1..=`max_batch`.
-pub(crate) fn check_count(count: u64, max_batch: u64) -> Result<u64, Error> {
-    match count {
-        1.. if count <= max_batch => Ok(count),
-        _ => Err(count_error(max_batch)),
-    }
-}
-
-/// The error of a batch size that is not 1..=`max_batch`.
-pub(crate) fn count_error(max_batch: u64) -> Error {
-    Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"))
 }
 
 /// Checks that a namespace's source fits its layout, and that it sets only the settings of its

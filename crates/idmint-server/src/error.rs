@@ -219,6 +219,18 @@ impl Error {
         }
     }
 
+    /// The JSON body of this error, the one shape every HTTP error answer has:
+    /// `{"error":{"code":…,"message":…}}`. Built only here; the HTTP API's responses and the
+    /// answers that replace hyper's bare errors both use it.
+    pub(crate) fn body(&self) -> idmint_proto::ErrorResponse {
+        idmint_proto::ErrorResponse {
+            error: idmint_proto::ErrorDetail {
+                code: self.code().to_owned(),
+                message: self.to_string(),
+            },
+        }
+    }
+
     /// The error for a request the HTTP stack (hyper) refused before idmint's code saw it,
     /// by the status hyper chose: 431 for a header over `header_limit` bytes, 414 for a
     /// request target too long, 400 for malformed framing (request line, header syntax,

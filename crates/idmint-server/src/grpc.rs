@@ -35,7 +35,7 @@ use tonic_health::pb::{
     health_server::{Health, HealthServer},
 };
 
-use crate::{Error, Server, http::constant_time_eq, namespace::Namespace};
+use crate::{Error, Server, auth, issuer::BeBytes, namespace::Namespace};
 
 /// Messages a `Stream` call may have made but not yet handed to tonic: each one is a
 /// reservation, so a slow reader holds at most this many (plus what HTTP/2 buffers).
@@ -51,7 +51,7 @@ const MESSAGE_OVERHEAD: usize = 4 * 1024;
 
 /// gRPC calls by status code, and open streams.
 #[derive(Debug, Default)]
-pub(crate) struct GrpcMetrics {
+struct GrpcMetrics {
     /// Calls ended, by `tonic::Code` (0..=16).
     by_code: [AtomicU64; 17],
     /// `Stream` calls whose producer is running.
@@ -81,7 +81,7 @@ impl GrpcMetrics {
     }
 
     /// Appends the gRPC families in the Prometheus text format.
-    pub(crate) fn render(&self, out: &mut String) {
+    fn render_into(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP idmint_grpc_responses_total gRPC calls ended, by status code.\n# TYPE idmint_grpc_responses_total counter"
@@ -111,6 +111,12 @@ impl GrpcMetrics {
             "gRPC call latency, to the response's head, by service and method.",
             ["service", "method"],
         );
+    }
+}
+
+impl crate::metrics::ApiMetrics for GrpcMetrics {
+    fn render(&self, out: &mut String) {
+        self.render_into(out);
     }
 }
 
@@ -157,22 +163,25 @@ impl crate::listener::Port {
         // The largest answer: max_batch 128-bit IDs at 16 bytes each.
         let max_response =
             usize::try_from(config.max_batch).unwrap_or(usize::MAX).saturating_mul(16);
+        // The gRPC API's own metrics, rendered on `/metrics` with the server's.
+        let metrics = server.api_metrics::<GrpcMetrics>();
         let idmint = IdMintServer::new(IdMintService {
             server: Arc::clone(server),
+            metrics: Arc::clone(&metrics),
             shutdown: shutdown.clone(),
         })
         .max_decoding_message_size(config.max_body_bytes)
         .max_encoding_message_size(max_response.saturating_add(MESSAGE_OVERHEAD));
         let idmint =
-            Strict { inner: idmint, server: Arc::clone(server), limit: config.max_body_bytes };
+            Strict { inner: idmint, metrics: Arc::clone(&metrics), limit: config.max_body_bytes };
         let health = HealthServer::new(HealthService { server: Arc::clone(server), shutdown })
             .max_decoding_message_size(MESSAGE_OVERHEAD);
-        let health = Strict { inner: health, server: Arc::clone(server), limit: MESSAGE_OVERHEAD };
+        let health = Strict { inner: health, metrics, limit: MESSAGE_OVERHEAD };
         let routes = tonic::service::Routes::new(health).add_service(idmint).prepare();
         // gRPC-web (HTTP/1.1 included) for browsers, behind CORS for the configured origins.
         let service = tower::ServiceBuilder::new()
-            .map_response(crate::web::only_for_allowed::<tonic::body::Body>)
-            .option_layer(crate::web::cors(&config.cors_allow_origins, true))
+            .map_response(crate::cors::only_for_allowed::<tonic::body::Body>)
+            .option_layer(crate::cors::cors(&config.cors_allow_origins, true))
             .layer(tonic_web::GrpcWebLayer::new())
             .service(routes);
         let router = axum::Router::new().fallback_service(service);
@@ -199,7 +208,7 @@ impl crate::listener::Port {
 #[derive(Debug, Clone)]
 struct Strict<S> {
     inner: S,
-    server: Arc<Server>,
+    metrics: Arc<GrpcMetrics>,
     /// The service's largest request message, in bytes.
     limit: usize,
 }
@@ -236,11 +245,11 @@ where
         let started = std::time::Instant::now();
         let method = request.uri().path().rsplit('/').next().unwrap_or("");
         let method = METHODS.iter().find(|known| **known == method).copied().unwrap_or("other");
-        let server = Arc::clone(&self.server);
+        let metrics = Arc::clone(&self.metrics);
         let limit = self.limit;
         if let Some(refused) = refuse(request.headers()) {
-            server.grpc_metrics().record(tonic::Code::from_i32(refused.grpc_code()));
-            server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
+            metrics.record(tonic::Code::from_i32(refused.grpc_code()));
+            metrics.latency.observe(S::NAME, method, started.elapsed());
             return Box::pin(std::future::ready(Ok(refused_response(refused))));
         }
         // The ready service goes with this call; the clone waits for the next one.
@@ -252,15 +261,15 @@ where
                 Ok(message) => {
                     let body = tonic::body::Body::new(Whole(Some(message)));
                     let Ok(response) = inner.call(GrpcRequest::from_parts(parts, body)).await;
-                    strict_response(response, &server, limit)
+                    strict_response(response, &metrics, limit)
                 }
                 Err(e) => {
                     let status = Status::from(e);
-                    server.grpc_metrics().record(status.code());
+                    metrics.record(status.code());
                     status.into_http()
                 }
             };
-            server.grpc_metrics().latency.observe(S::NAME, method, started.elapsed());
+            metrics.latency.observe(S::NAME, method, started.elapsed());
             Ok(response)
         })
     }
@@ -418,7 +427,7 @@ impl Framing {
 }
 
 /// The response, or idmint's error in place of a decoding error tonic made.
-fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> GrpcResponse {
+fn strict_response(response: GrpcResponse, metrics: &GrpcMetrics, limit: usize) -> GrpcResponse {
     if response.headers().contains_key("idmint-error") {
         return response;
     }
@@ -430,7 +439,7 @@ fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> Grp
         return response;
     }
     let status = Status::from(Error::from_grpc_decode(&status, limit));
-    server.grpc_metrics().record(status.code());
+    metrics.record(status.code());
     status.into_http()
 }
 
@@ -438,6 +447,7 @@ fn strict_response(response: GrpcResponse, server: &Server, limit: usize) -> Grp
 #[derive(Debug)]
 struct IdMintService {
     server: Arc<Server>,
+    metrics: Arc<GrpcMetrics>,
     shutdown: CancellationToken,
 }
 
@@ -446,12 +456,12 @@ impl IdMintService {
     fn answer<T>(&self, result: Result<T, Error>) -> Result<Response<T>, Status> {
         match result {
             Ok(message) => {
-                self.server.grpc_metrics().record(tonic::Code::Ok);
+                self.metrics.record(tonic::Code::Ok);
                 Ok(Response::new(message))
             }
             Err(e) => {
                 let status = Status::from(e);
-                self.server.grpc_metrics().record(status.code());
+                self.metrics.record(status.code());
                 Err(status)
             }
         }
@@ -509,7 +519,9 @@ impl IdMint for IdMintService {
     async fn next(&self, request: Request<NextRequest>) -> Result<Response<NextResponse>, Status> {
         let result = async {
             let (ns, format) = self.next(&request)?;
-            let id = self.server.issue_from(ns, 1).await?.pop().ok_or(Error::ShuttingDown)?;
+            let mut ids: Vec<AnyId> = Vec::with_capacity(1);
+            self.server.issue_into(ns, 1, &mut ids).await?;
+            let id = ids.pop().ok_or(Error::ShuttingDown)?;
             let mut text = String::new();
             id.write(format, &mut text)?;
             let id = match id {
@@ -556,6 +568,7 @@ impl IdMint for IdMintService {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         tokio::spawn(produce(
             Arc::clone(&self.server),
+            Arc::clone(&self.metrics),
             ns,
             shape,
             batches,
@@ -588,13 +601,13 @@ impl IdMint for IdMintService {
 /// issuing error (with its status).
 async fn produce(
     server: Arc<Server>,
+    metrics: Arc<GrpcMetrics>,
     ns: Arc<Namespace>,
     shape: Shape,
     batches: u64,
     tx: mpsc::Sender<Result<IdBatch, Status>>,
     shutdown: CancellationToken,
 ) {
-    let metrics = server.grpc_metrics();
     let _open = metrics.stream_opened();
     let mut sent = 0;
     let end = loop {
@@ -666,18 +679,18 @@ async fn issue_batch(
     count: u64,
     packed: bool,
 ) -> Result<IdBatch, Error> {
+    if !packed && ns.layout.id_bits() == 64 {
+        let mut ids = Vec::new();
+        server.issue_into(ns, count, &mut ids).await?;
+        return Ok(IdBatch { ids, ..IdBatch::default() });
+    }
+    let mut ids = BeBytes::new(ns.layout.id_bits());
+    server.issue_into(ns, count, &mut ids).await?;
     if packed {
-        let ids = server.issue_be_from(ns, count).await?;
         let width = u32::try_from(ids.width()).unwrap_or(8);
         return Ok(IdBatch::from_packed_be(ids.bytes, width));
     }
-    if ns.layout.id_bits() == 64 {
-        let mut ids = Vec::new();
-        server.issue_u64_from(ns, count, &mut ids).await?;
-        return Ok(IdBatch { ids, ..IdBatch::default() });
-    }
     // `ids128` is the same bytes as a packed batch of 128-bit IDs: written alike, in bulk.
-    let ids = server.issue_be_from(ns, count).await?;
     Ok(IdBatch { ids128: ids.bytes, ..IdBatch::default() })
 }
 
@@ -686,25 +699,15 @@ fn parse_format(name: &str) -> Result<Format, Error> {
 }
 
 /// The namespace (empty: the default one), after checking its bearer token in the
-/// `authorization` metadata, by the rules of the HTTP API.
+/// `authorization` metadata ([`auth::authorized`], the rules of the HTTP API).
 fn authorized<'a>(
     server: &'a Server,
     name: &str,
     metadata: &MetadataMap,
 ) -> Result<&'a Arc<Namespace>, Error> {
     let name = if name.is_empty() { server.default_namespace() } else { name };
-    let namespace = server.namespace(name)?;
-    if let Some(expected) = namespace.token() {
-        let given = metadata
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| Error::Unauthorized(namespace.name.clone()))?;
-        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
-            return Err(Error::Forbidden(namespace.name.clone()));
-        }
-    }
-    Ok(namespace)
+    let authorization = metadata.get("authorization").and_then(|v| v.to_str().ok());
+    auth::authorized(server, name, authorization)
 }
 
 /// `grpc.health.v1.Health`: SERVING for the server (`""`) and `idmint.v1.IdMint` while the

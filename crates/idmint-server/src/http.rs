@@ -16,12 +16,14 @@ use axum::{
     routing::get,
 };
 use idmint_core::{AnyId, FieldValue, Format};
-use idmint_proto::{
-    DecodeResponse, ErrorDetail, ErrorResponse, FieldJson, Fields, NamespacesResponse,
-};
+use idmint_proto::{DecodeResponse, FieldJson, Fields, NamespacesResponse};
 use serde::{Deserialize, de::DeserializeOwned};
 
-use crate::{Error, Server, issuer::IdSink as _, namespace::Namespace};
+use crate::{
+    Error, Server, auth,
+    issuer::{BeBytes, IdSink as _},
+    namespace::Namespace,
+};
 
 /// The media type of binary batches: IDs as fixed-width big-endian unsigned integers.
 pub(crate) const OCTET_STREAM: &str = "application/octet-stream";
@@ -33,7 +35,7 @@ pub(crate) const ID_BYTES_HEADER: &str = "idmint-id-bytes";
 /// The router of the HTTP API, over one server.
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let limit = server.config().max_body_bytes;
-    let cors = crate::web::cors(&server.config().cors_allow_origins, false);
+    let cors = crate::cors::cors(&server.config().cors_allow_origins, false);
     let document: Arc<str> = crate::openapi::document(&server).into();
     let router = Router::new()
         .merge(crate::web::routes())
@@ -58,7 +60,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     match cors {
         Some(cors) => {
             router.layer(cors).layer(middleware::map_response(|response: Response| async {
-                crate::web::only_for_allowed(response)
+                crate::cors::only_for_allowed(response)
             }))
         }
         None => router,
@@ -133,10 +135,7 @@ impl IntoResponse for Error {
         if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
             tracing::error!(error = %self, "request failed");
         }
-        let body = ErrorResponse {
-            error: ErrorDetail { code: self.code().to_owned(), message: self.to_string() },
-        };
-        let mut response = (status, Json(body)).into_response();
+        let mut response = (status, Json(self.body())).into_response();
         let headers = response.headers_mut();
         if let Some(secs) = self.retry_after_secs() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -224,44 +223,24 @@ impl Params {
     }
 }
 
-/// A batch size: digits only, 1..=max.
+/// A batch size: digits only, a whole number that fits a `u64`. Its range (1..=max) is
+/// checked where IDs are issued (`Server::issue_into`), once for every API.
 fn parse_count(text: &str, max_batch: u64) -> Result<u64, Error> {
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(crate::config::count_error(max_batch));
+        return Err(crate::issuer::count_error(max_batch));
     }
-    let count = text.parse::<u64>().map_err(|_| crate::config::count_error(max_batch))?;
-    crate::config::check_count(count, max_batch)
+    text.parse::<u64>().map_err(|_| crate::issuer::count_error(max_batch))
 }
 
-/// The namespace, after checking its bearer token.
+/// The namespace, after checking its bearer token in the `Authorization` header
+/// ([`auth::authorized`]).
 fn authorized<'a>(
     server: &'a Server,
     name: &str,
     headers: &HeaderMap,
 ) -> Result<&'a Arc<Namespace>, Error> {
-    let namespace = server.namespace(name)?;
-    if let Some(expected) = namespace.token() {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| Error::Unauthorized(name.to_owned()))?;
-        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
-            return Err(Error::Forbidden(name.to_owned()));
-        }
-    }
-    Ok(namespace)
-}
-
-/// Compares two byte strings in time that depends only on their lengths.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0xff);
-        diff |= x ^ y;
-    }
-    std::hint::black_box(diff) == 0
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    auth::authorized(server, name, authorization)
 }
 
 /// The text format and number mode of a response, checked against the namespace's layout.
@@ -333,7 +312,9 @@ async fn next(
     let params =
         Params::parse(query.as_deref(), &["format", "numbers"], server.config().max_batch)?;
     let (format, numbers) = output(ns, &params)?;
-    let id = ns.next(server.clocks(), server.config().max_wait_ms).await?;
+    let mut ids: Vec<AnyId> = Vec::with_capacity(1);
+    server.issue_into(ns, 1, &mut ids).await?;
+    let id = ids.pop().ok_or_else(|| Error::NotReady(ns.name.clone()))?;
     let mut body = String::with_capacity(80);
     body.push_str(r#"{"namespace":""#);
     body.push_str(&ns.name);
@@ -531,7 +512,6 @@ async fn batch_post(
         }
         _ => Error::BadRequest(rejection.body_text()),
     })?;
-    crate::config::check_count(body.count, server.config().max_batch)?;
     let format = body
         .format
         .map(|f| f.parse::<Format>().map_err(|e| Error::BadRequest(e.to_string())))
@@ -552,7 +532,8 @@ async fn batch_response(
 ) -> Result<Response, Error> {
     let (format, numbers) = output(ns, params)?;
     if media == BatchMedia::OctetStream {
-        let ids = server.issue_be_from(ns, count).await?;
+        let mut ids = BeBytes::new(ns.layout.id_bits());
+        server.issue_into(ns, count, &mut ids).await?;
         let issued = Issued(ids.len());
         let width = ids.width();
         let mut response = (
@@ -570,7 +551,8 @@ async fn batch_response(
         response.extensions_mut().insert(issued);
         return Ok(response);
     }
-    let ids = ns.batch(server.clocks(), count, server.config().max_wait_ms).await?;
+    let mut ids = Vec::new();
+    server.issue_into(ns, count, &mut ids).await?;
     let issued = Issued(ids.len());
     // Written by hand: a 100,000-ID body is built in one buffer, without a String per ID.
     let mut body = String::with_capacity(32 + ids.len() * 24);
@@ -663,6 +645,7 @@ async fn decode_default(
 mod tests {
     use super::*;
 
+    /// Digits only, a `u64`; the range is `Server::issue_into`'s (`issuer::check_count`).
     #[test]
     fn counts_are_parsed_strictly() {
         let check = |text: &str, want: Option<u64>| {
@@ -670,15 +653,15 @@ mod tests {
         };
         check("1", Some(1));
         check("100000", Some(100_000));
-        check("0", None);
+        check("0", Some(0));
+        check("100001", Some(100_001));
+        check("9223372036854775808", Some(9_223_372_036_854_775_808));
+        check("18446744073709551616", None);
         check("-1", None);
         check("+1", None);
         check("abc", None);
         check("1e3", None);
         check(" 1", None);
-        check("100001", None);
-        check("9223372036854775808", None);
-        check("1000000000", None);
         check("", None);
     }
 
@@ -712,14 +695,5 @@ mod tests {
         check(&["application/octet-stream;q=0.1234"], Err(400));
         check(&["application/octet-stream;q=x"], Err(400));
         check(&["application/octet-stream;q=0.25,application/json;q=0.125"], Ok(OctetStream));
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-        assert!(constant_time_eq(b"", b""));
     }
 }

@@ -137,6 +137,19 @@ impl Backoff {
     }
 }
 
+/// Checks a batch size, the one rule for every API: 1..=`max_batch`.
+pub(crate) fn check_count(count: u64, max_batch: u64) -> Result<u64, Error> {
+    match count {
+        1.. if count <= max_batch => Ok(count),
+        _ => Err(count_error(max_batch)),
+    }
+}
+
+/// The error of a batch size that is not 1..=`max_batch`.
+pub(crate) fn count_error(max_batch: u64) -> Error {
+    Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"))
+}
+
 /// A batch count (already checked against `max_batch`) as a length, and the capacity to set
 /// aside for it: the one conversion of a count, so every issuer reserves alike.
 pub(crate) fn count_len(count: u64) -> (usize, usize) {
@@ -154,7 +167,16 @@ pub(crate) trait IdSink: Send {
     /// IDs of a 64-bit store source.
     fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>);
     fn truncate(&mut self, len: usize);
+    /// Whether it can hold the IDs of a layout `id_bits` wide.
+    fn holds(&self, _id_bits: u32) -> bool {
+        true
+    }
+    /// Replaces each ID from the `start`-th on with `map(id)` (public IDs), in place.
+    fn publish_from(&mut self, start: usize, map: &mut Publish<'_>) -> Result<(), Error>;
 }
+
+/// What [`IdSink::publish_from`] does to each ID: its public form.
+pub(crate) type Publish<'a> = dyn FnMut(AnyId) -> Result<AnyId, Error> + 'a;
 
 impl IdSink for Vec<AnyId> {
     fn len(&self) -> usize {
@@ -176,6 +198,13 @@ impl IdSink for Vec<AnyId> {
     fn truncate(&mut self, len: usize) {
         Vec::truncate(self, len);
     }
+
+    fn publish_from(&mut self, start: usize, map: &mut Publish<'_>) -> Result<(), Error> {
+        for id in &mut self[start..] {
+            *id = map(*id)?;
+        }
+        Ok(())
+    }
 }
 
 impl IdSink for Vec<u64> {
@@ -196,12 +225,28 @@ impl IdSink for Vec<u64> {
     }
 
     fn take(&mut self, batch: AnyBatch) {
-        // Only 64-bit layouts issue into `u64`s (`Server::issue_u64` checks the width first),
+        // Only 64-bit layouts issue into `u64`s (`Server::issue_into` asks `holds` first),
         // so the refusal of a 128-bit batch cannot happen; were it to, the IDs are dropped
         // (a gap), never truncated to 64 bits.
         if let Err(e) = batch.extend_u64s(self) {
             tracing::error!(error = %e, "a 128-bit batch was issued into 64-bit ids");
         }
+    }
+
+    fn holds(&self, id_bits: u32) -> bool {
+        id_bits == 64
+    }
+
+    fn publish_from(&mut self, start: usize, map: &mut Publish<'_>) -> Result<(), Error> {
+        for id in &mut self[start..] {
+            match map(AnyId::U64(*id))? {
+                AnyId::U64(v) => *id = v,
+                AnyId::U128(_) => {
+                    return Err(Error::Config("a 64-bit layout made a 128-bit public id".into()));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -225,29 +270,6 @@ impl BeBytes {
     /// The bytes of one ID.
     pub(crate) fn width(&self) -> usize {
         self.width
-    }
-
-    /// Replaces each ID from byte `start` on with `map(id)` (public IDs), in place.
-    pub(crate) fn publish_from(
-        &mut self,
-        start: usize,
-        mut map: impl FnMut(AnyId) -> Result<AnyId, Error>,
-    ) -> Result<(), Error> {
-        let width = self.width;
-        for chunk in self.bytes[start..].chunks_exact_mut(width) {
-            let id = match <[u8; 8]>::try_from(&*chunk) {
-                Ok(bytes) => AnyId::U64(u64::from_be_bytes(bytes)),
-                Err(_) => AnyId::U128(u128::from_be_bytes(
-                    chunk.try_into().map_err(|_| Error::Config("a partial packed id".into()))?,
-                )),
-            };
-            match (map(id)?, width) {
-                (AnyId::U64(v), 8) => chunk.copy_from_slice(&v.to_be_bytes()),
-                (AnyId::U128(v), 16) => chunk.copy_from_slice(&v.to_be_bytes()),
-                _ => return Err(Error::Config("a public id changed its width".into())),
-            }
-        }
-        Ok(())
     }
 }
 
@@ -276,5 +298,42 @@ impl IdSink for BeBytes {
 
     fn truncate(&mut self, len: usize) {
         self.bytes.truncate(len.saturating_mul(self.width));
+    }
+
+    fn publish_from(&mut self, start: usize, map: &mut Publish<'_>) -> Result<(), Error> {
+        let start = start.saturating_mul(self.width);
+        let width = self.width;
+        for chunk in self.bytes[start..].chunks_exact_mut(width) {
+            let id = match <[u8; 8]>::try_from(&*chunk) {
+                Ok(bytes) => AnyId::U64(u64::from_be_bytes(bytes)),
+                Err(_) => AnyId::U128(u128::from_be_bytes(
+                    chunk.try_into().map_err(|_| Error::Config("a partial packed id".into()))?,
+                )),
+            };
+            match (map(id)?, width) {
+                (AnyId::U64(v), 8) => chunk.copy_from_slice(&v.to_be_bytes()),
+                (AnyId::U128(v), 16) => chunk.copy_from_slice(&v.to_be_bytes()),
+                _ => return Err(Error::Config("a public id changed its width".into())),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one rule of a batch size, for every API: 1..=`max_batch`.
+    #[test]
+    fn counts_are_checked_against_max_batch() {
+        let check = |count: u64, ok: bool| {
+            assert_eq!(check_count(count, 100_000).is_ok(), ok, "{count}");
+        };
+        check(1, true);
+        check(100_000, true);
+        check(0, false);
+        check(100_001, false);
+        check(u64::MAX, false);
     }
 }

@@ -7,20 +7,25 @@
 //!
 //! # Layout
 //!
-//! - `config`: [`ServerConfig`], [`NamespaceConfig`] and [`Source`], plain data validated at
-//!   start.
-//! - `namespace`: a namespace's claim, generator, durable window and issuing, or the store it
-//!   issues from.
+//! The modules stand in floors, each importing only from those below it (ARCHITECTURE.md
+//! lists them); from the ground up:
+//!
+//! - `error` ([`Error`], the one place that maps errors to status codes, and the JSON error
+//!   body), `metrics` (atomic counters rendered in the Prometheus text format), `cors`, and the
+//!   clocks (`ticker`, `clock`);
+//! - `config` ([`ServerConfig`], [`NamespaceConfig`] and [`Source`], plain data validated at
+//!   start), `clock_watch` (a thread that logs every step of the wall clock past
+//!   [`ServerConfig::clock_step_warn_ms`]) and `backends` ([`Backends`]);
+//! - `issuer` and `namespace`: a namespace's claim, generator, durable window and issuing, or
+//!   the store it issues from, knowing nothing of HTTP; the batch-size rule;
+//! - `server`: [`Server`], whose `issue_into` is the one path of every request's IDs;
+//! - `auth` (bearer tokens), `openapi` and `web` (the status page), over the server;
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
-//!   `/openapi.json`).
-//! - `grpc` (feature `grpc`): the gRPC services, on tonic.
+//!   `/openapi.json`);
 //! - `listener`: [`serve`], `serve_grpc`, `serve_all` and [`bind`]: the one accept loop of
-//!   both ports, the hygiene of each connection (timeouts from accept, connection caps counted
-//!   over both ports, shedding idle connections), and the shutdown sequence.
-//! - `metrics`: atomic counters rendered in the Prometheus text format.
-//! - `clock_watch`: a thread that logs every step of the wall clock past
-//!   [`ServerConfig::clock_step_warn_ms`] and counts it in `idmint_clock_step_seconds`.
-//! - `error`: [`Error`], and the one place that maps errors to status codes.
+//!   both ports and the shutdown sequence (`accept`), the connection caps counted over both
+//!   ports (`admission`), each connection's deadlines (`watchdog`) and its socket (`socket`);
+//! - `grpc` (feature `grpc`): the gRPC services, on tonic, with their own metrics.
 //!
 //! # Shutdown order
 //!
@@ -57,9 +62,12 @@
 //! # }).unwrap();
 //! ```
 
+mod auth;
+mod backends;
 mod clock;
 mod clock_watch;
 mod config;
+mod cors;
 mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
@@ -69,32 +77,24 @@ mod listener;
 mod metrics;
 mod namespace;
 mod openapi;
+mod server;
 mod ticker;
 mod web;
 
-use std::sync::{
-    Arc, Mutex,
-    atomic::{AtomicBool, Ordering},
-};
-
-#[cfg(feature = "redis")]
-use idmint_coord::IcicleClient;
-use idmint_coord::{Coordinator, CounterStore, SegmentStore};
-use idmint_proto::NamespaceInfo;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
-
-pub use crate::listener::{DEFAULT_LISTEN_BACKLOG, bind, bind_with_backlog, serve};
+pub use crate::listener::{bind, bind_with_backlog, serve};
 #[cfg(feature = "grpc")]
 pub use crate::listener::{serve_all, serve_grpc};
-use crate::{clock::Clocks, metrics::HttpMetrics, namespace::Namespace};
 pub use crate::{
+    backends::Backends,
     clock::{OffsetClock, WallClock},
     config::{
-        DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig, PublicIdsSettings,
-        SegmentSettings, ServerConfig, Source,
+        DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig,
+        PublicIdsSettings, SegmentSettings, ServerConfig, Source,
     },
     error::Error,
     namespace::load_public_id_keys,
+    openapi::OPENAPI,
+    server::{Server, ShutdownStep},
 };
 
 /// Entry points for the fuzz targets (`fuzz/` at the repository root): the parsers of the
@@ -127,561 +127,5 @@ pub mod fuzzing {
     /// [`crate::Error::Config`] for an invalid configuration.
     pub fn validate_config(config: crate::ServerConfig) -> Result<(), crate::Error> {
         config.validated().map(drop)
-    }
-}
-
-/// The OpenAPI 3.1 document of the HTTP API, as a template: `/openapi.json` serves it made
-/// exact for the server's configuration (a path per namespace, each with only the `format`s
-/// and `numbers` it takes, `count` up to `max_batch`).
-pub const OPENAPI: &str = include_str!("openapi.json");
-
-/// A step of the shutdown sequence, in the order they happen.
-///
-/// # Example
-///
-/// ```
-/// use idmint_server::ShutdownStep;
-///
-/// assert!(ShutdownStep::ReportedNotReady < ShutdownStep::StoppedAccepting);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ShutdownStep {
-    /// Readiness turned false (`/readyz` answers 503); requests are still accepted and
-    /// answered for `shutdown_delay_ms`.
-    ReportedNotReady,
-    /// The listener was closed: no new connections.
-    StoppedAccepting,
-    /// In-flight requests finished (or the drain time ran out).
-    Drained,
-    /// Every namespace's mark was stored once more.
-    Persisted,
-    /// Every claim was released.
-    Released,
-}
-
-/// The stores a server's namespaces issue from, by [`Source`]: the coordinator (source
-/// `generator`) always, the others only when a namespace needs them.
-///
-/// # Example
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use idmint_coord::{MemoryCoordinator, MemoryStore};
-/// use idmint_core::SystemClock;
-/// use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig};
-///
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let store = Arc::new(MemoryStore::new());
-/// let backends = Backends {
-///     segments: Some(store.clone()),
-///     counters: Some(store),
-///     ..Backends::new(Arc::new(MemoryCoordinator::new()))
-/// };
-/// let namespaces = vec![
-///     NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("invoices") },
-///     NamespaceConfig { layout: "decimal-id".into(), ..NamespaceConfig::named("tickets") },
-/// ];
-/// let config = ServerConfig { namespaces, ..ServerConfig::default() };
-/// let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
-/// assert_eq!(server.issue("invoices", 3).await?.len(), 3);
-/// server.stop().await?;
-/// # Ok::<(), idmint_server::Error>(())
-/// # }).unwrap();
-/// ```
-#[derive(Debug, Clone)]
-pub struct Backends {
-    /// Generator-ID claims and high-water marks (source `generator`).
-    pub coordinator: Arc<dyn Coordinator>,
-    /// Ranges of plain IDs (source `segment`): `FileStore`, `PostgresStore`, ... Default: none.
-    pub segments: Option<Arc<dyn SegmentStore>>,
-    /// DecimalId's launch and generator counters (source `counters`). Default: none.
-    pub counters: Option<Arc<dyn CounterStore>>,
-    /// The icicle client over the Redis nodes (source `redis`, feature `redis`). Default: none.
-    #[cfg(feature = "redis")]
-    pub redis: Option<IcicleClient>,
-}
-
-impl Backends {
-    /// Only a coordinator: enough for namespaces of source `generator`.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// use idmint_coord::MemoryCoordinator;
-    /// use idmint_server::Backends;
-    ///
-    /// let backends = Backends::new(Arc::new(MemoryCoordinator::new()));
-    /// assert!(backends.segments.is_none() && backends.counters.is_none());
-    /// ```
-    pub fn new(coordinator: Arc<dyn Coordinator>) -> Self {
-        Backends {
-            coordinator,
-            segments: None,
-            counters: None,
-            #[cfg(feature = "redis")]
-            redis: None,
-        }
-    }
-
-    /// Refuses a namespace whose source needs a store that was not given.
-    fn check(&self, namespace: &str, source: Source) -> Result<(), Error> {
-        #[cfg(feature = "redis")]
-        let redis = self.redis.is_some();
-        #[cfg(not(feature = "redis"))]
-        let redis = false;
-        let given = match source {
-            Source::Generator => true,
-            Source::Segment => self.segments.is_some(),
-            Source::Counters => self.counters.is_some(),
-            Source::Redis => redis,
-        };
-        if given { Ok(()) } else { Err(missing_store(namespace, source)) }
-    }
-}
-
-/// The error for a namespace whose source needs a store that its [`Backends`] lack.
-fn missing_store(namespace: &str, source: Source) -> Error {
-    let what = match source {
-        Source::Generator => "a coordinator",
-        Source::Segment => "a segment store",
-        Source::Counters => "a counter store",
-        Source::Redis if cfg!(feature = "redis") => "redis nodes",
-        Source::Redis => "a build of idmint-server with feature `redis`",
-    };
-    Error::Config(format!(
-        "namespace `{namespace}`: source `{source}` needs {what}, and none was given"
-    ))
-}
-
-/// A running ID service: its namespaces, backends, clocks and metrics.
-#[derive(Debug)]
-pub struct Server {
-    config: ServerConfig,
-    namespaces: Vec<Arc<Namespace>>,
-    backends: Backends,
-    clocks: Arc<Clocks>,
-    /// Wall-clock steps seen by the clock watch (`clock_watch.rs`); the watch thread ends when
-    /// the server is dropped.
-    clock_steps: Arc<clock_watch::ClockStepMetrics>,
-    http_metrics: HttpMetrics,
-    #[cfg(feature = "grpc")]
-    grpc_metrics: grpc::GrpcMetrics,
-    shutting_down: AtomicBool,
-    tasks: TaskTracker,
-    stop_tasks: CancellationToken,
-    steps: Mutex<Vec<ShutdownStep>>,
-}
-
-impl Server {
-    /// Validates `config`, claims a generator ID for every namespace, starts each generator
-    /// strictly above its stored mark, and stores each first window. Returns once every
-    /// namespace is ready; background tasks then keep the windows ahead of the clock.
-    ///
-    /// With [`ServerConfig::wait_for_claim`], a namespace whose claim fails in a way that may
-    /// clear up by itself (no generator ID free, the coordinator not answering) does not fail
-    /// the start: the server starts with it not ready, and its background task keeps claiming
-    /// (a spare).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] for an invalid configuration; [`Error::Coord`] when a claim fails (a
-    /// generator ID held by another server is [`idmint_coord::Error::Conflict`]);
-    /// [`Error::MarkTooFarAhead`] when a stored mark is further ahead of the clock than
-    /// `max_ahead_ms` and `allow_ahead` is off. Claims taken before the failure are released.
-    /// A namespace of another source than `generator` is refused ([`Error::Config`]): those
-    /// need [`Server::start_with`].
-    pub async fn start(
-        config: ServerConfig,
-        coordinator: Arc<dyn Coordinator>,
-        wall: WallClock,
-    ) -> Result<Arc<Server>, Error> {
-        Server::start_with(config, Backends::new(coordinator), wall).await
-    }
-
-    /// [`Server::start`] with the stores of every [`Source`]: each namespace is started from
-    /// its source's store (a claim and a first window for `generator`; an allocator, a
-    /// DecimalId launch or a first icicle ID for the others), in the order configured.
-    ///
-    /// # Errors
-    ///
-    /// As [`Server::start`]; [`Error::Config`] when a namespace's source needs a store that
-    /// `backends` lacks (before anything is claimed); the store's error when a store source
-    /// cannot start (with `wait_for_claim`, a store that does not answer leaves the namespace
-    /// not ready and is retried in the background instead).
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// use idmint_coord::{MemoryCoordinator, MemoryStore};
-    /// use idmint_core::SystemClock;
-    /// use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig};
-    ///
-    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let config = ServerConfig {
-    ///     namespaces: vec![NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("rows") }],
-    ///     ..ServerConfig::default()
-    /// };
-    /// let coordinator = Arc::new(MemoryCoordinator::new());
-    /// // Without a segment store, a `sequence` namespace cannot start.
-    /// let refused = Server::start_with(config.clone(), Backends::new(coordinator.clone()), Arc::new(SystemClock)).await;
-    /// assert!(matches!(refused, Err(idmint_server::Error::Config(_))));
-    ///
-    /// let backends = Backends { segments: Some(Arc::new(MemoryStore::new())), ..Backends::new(coordinator) };
-    /// let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
-    /// let ids = server.issue("rows", 2).await?;
-    /// assert!(ids[0] < ids[1]);
-    /// server.stop().await?;
-    /// # Ok::<(), idmint_server::Error>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn start_with(
-        config: ServerConfig,
-        backends: Backends,
-        wall: WallClock,
-    ) -> Result<Arc<Server>, Error> {
-        let config = config.validated()?;
-        let namespaces = config
-            .namespaces
-            .iter()
-            .map(|ns| Namespace::new(ns.clone()).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
-        for ns in &namespaces {
-            backends.check(&ns.name, ns.source)?;
-        }
-        let server = Arc::new(Server {
-            config,
-            namespaces,
-            backends,
-            clocks: Arc::new(Clocks::new(Arc::clone(&wall))),
-            clock_steps: Arc::default(),
-            http_metrics: HttpMetrics::default(),
-            #[cfg(feature = "grpc")]
-            grpc_metrics: grpc::GrpcMetrics::default(),
-            shutting_down: AtomicBool::new(false),
-            tasks: TaskTracker::new(),
-            stop_tasks: CancellationToken::new(),
-            steps: Mutex::new(Vec::new()),
-        });
-        if server.config.clock_step_warn_ms > 0 {
-            clock_watch::spawn(wall, server.config.clock_step_warn_ms, &server.clock_steps);
-        }
-        for (i, ns) in server.namespaces.iter().enumerate() {
-            if let Err(e) = ns.activate(&server.backends, &server.clocks, &server.config).await {
-                if server.config.wait_for_claim && namespace::claim_may_succeed_later(&e) {
-                    tracing::warn!(namespace = %ns.name, error = %e, "no generator id to claim yet; starting not ready and waiting for one");
-                    continue;
-                }
-                for earlier in &server.namespaces[..i] {
-                    let _ = earlier.deactivate(server.backends.coordinator.as_ref()).await;
-                }
-                return Err(e);
-            }
-        }
-        let config = Arc::new(server.config.clone());
-        for ns in &server.namespaces {
-            server.tasks.spawn(Arc::clone(ns).maintain(
-                server.backends.clone(),
-                Arc::clone(&server.clocks),
-                Arc::clone(&config),
-                server.stop_tasks.clone(),
-            ));
-        }
-        Ok(server)
-    }
-
-    /// The validated configuration.
-    pub fn config(&self) -> &ServerConfig {
-        &self.config
-    }
-
-    /// Whether every namespace can issue IDs and the server is not shutting down. A namespace
-    /// can issue while it holds a claim and its stored window is not used up: a server whose
-    /// window could not be extended (its coordinator is down) reports not ready until the
-    /// extension succeeds, as does a spare still waiting for a generator ID. A namespace of a
-    /// store source is ready while the last call to its store succeeded; after a failure a
-    /// background probe (one ID, a gap) retries until the store answers again.
-    pub fn is_ready(&self) -> bool {
-        !self.shutting_down.load(Ordering::Acquire)
-            && self.namespaces.iter().all(|ns| ns.is_ready(&self.clocks))
-    }
-
-    /// What the server says about its namespaces (`GET /v1/namespaces`).
-    pub fn namespace_infos(&self) -> Vec<NamespaceInfo> {
-        self.namespaces
-            .iter()
-            .map(|ns| {
-                let capacity = ns.layout.capacity();
-                NamespaceInfo {
-                    name: ns.name.clone(),
-                    layout: ns.layout.name().to_owned(),
-                    fingerprint: ns.layout.fingerprint(),
-                    id_bits: ns.layout.id_bits(),
-                    js_safe: ns.layout.is_js_safe(),
-                    default_format: ns.layout.default_format().to_string(),
-                    generator_id: ns.generator_id(),
-                    generator_ids: ns.generator_ids(),
-                    ready: ns.is_ready(&self.clocks),
-                    runs_out: capacity.end,
-                    ids_per_second: capacity.ids_per_second_per_generator,
-                    generators: ns.layout.generator_count(),
-                    auth: ns.token().is_some(),
-                    source: ns.source.name().to_owned(),
-                    order: ns.order().name().to_owned(),
-                }
-            })
-            .collect()
-    }
-
-    /// The steps of the shutdown sequence taken so far.
-    pub fn shutdown_steps(&self) -> Vec<ShutdownStep> {
-        self.steps.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// The current metrics, in the Prometheus text format.
-    pub fn render_metrics(&self) -> String {
-        let gauges: Vec<_> = self.namespaces.iter().map(|ns| ns.gauges(&self.clocks)).collect();
-        let mut out = metrics::render(&gauges, &self.http_metrics, self.is_ready());
-        self.clock_steps.render(&mut out);
-        #[cfg(feature = "grpc")]
-        self.grpc_metrics.render(&mut out);
-        out
-    }
-
-    /// IDs of one namespace, in increasing order, bypassing the network: what the HTTP and gRPC
-    /// handlers call. At most `max_batch` per call.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::UnknownNamespace`], [`Error::BadRequest`] for a count of 0 or above the cap,
-    /// and the issuing errors ([`Error::NotReady`], [`Error::Busy`],
-    /// [`Error::WindowExhausted`], ...).
-    pub async fn issue(
-        &self,
-        namespace: &str,
-        count: u64,
-    ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        self.issue_from(self.namespace(namespace)?, count).await
-    }
-
-    /// [`Server::issue`] from a namespace already looked up.
-    pub(crate) async fn issue_from(
-        &self,
-        ns: &Namespace,
-        count: u64,
-    ) -> Result<Vec<idmint_core::AnyId>, Error> {
-        let count = config::check_count(count, self.config.max_batch)?;
-        if count == 1 {
-            Ok(vec![ns.next(&self.clocks, self.config.max_wait_ms).await?])
-        } else {
-            ns.batch(&self.clocks, count, self.config.max_wait_ms).await
-        }
-    }
-
-    /// [`Server::issue`] for a namespace of 64-bit IDs, appending them to `out` as bare
-    /// `u64`s (no `AnyId` per ID): the path of the gRPC `Batch` and `Stream` calls.
-    ///
-    /// # Errors
-    ///
-    /// As [`Server::issue`], and [`Error::BadRequest`] for a namespace of 128-bit IDs.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// use idmint_coord::MemoryCoordinator;
-    /// use idmint_core::SystemClock;
-    /// use idmint_server::{Server, ServerConfig};
-    ///
-    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let server = Server::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
-    /// let mut ids = Vec::new();
-    /// server.issue_u64("default", 1000, &mut ids).await?;
-    /// assert!(ids.len() == 1000 && ids.windows(2).all(|w| w[0] < w[1]));
-    /// server.stop().await?;
-    /// # Ok::<(), idmint_server::Error>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn issue_u64(
-        &self,
-        namespace: &str,
-        count: u64,
-        out: &mut Vec<u64>,
-    ) -> Result<(), Error> {
-        self.issue_u64_from(self.namespace(namespace)?, count, out).await
-    }
-
-    /// [`Server::issue_u64`] from a namespace already looked up.
-    pub(crate) async fn issue_u64_from(
-        &self,
-        ns: &Namespace,
-        count: u64,
-        out: &mut Vec<u64>,
-    ) -> Result<(), Error> {
-        let count = config::check_count(count, self.config.max_batch)?;
-        if ns.layout.id_bits() != 64 {
-            return Err(Error::BadRequest(format!(
-                "namespace `{}` issues {}-bit ids",
-                ns.name,
-                ns.layout.id_bits()
-            )));
-        }
-        ns.batch_u64(&self.clocks, count, self.config.max_wait_ms, out).await
-    }
-
-    /// `count` IDs of a namespace as fixed-width big-endian bytes, with the checks of
-    /// [`Server::issue`]: the body of an `application/octet-stream` batch and the `packed`
-    /// field of a gRPC batch.
-    pub(crate) async fn issue_be_from(
-        &self,
-        ns: &Namespace,
-        count: u64,
-    ) -> Result<issuer::BeBytes, Error> {
-        let count = config::check_count(count, self.config.max_batch)?;
-        let mut out = issuer::BeBytes::new(ns.layout.id_bits());
-        ns.batch_be(&self.clocks, count, self.config.max_wait_ms, &mut out).await?;
-        Ok(out)
-    }
-
-    /// The layout of a namespace.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::UnknownNamespace`].
-    pub fn layout(&self, namespace: &str) -> Result<&idmint_core::Layout, Error> {
-        Ok(&self.namespace(namespace)?.layout)
-    }
-
-    /// The namespace that `/v1/next` and friends use: the first configured.
-    pub fn default_namespace(&self) -> &str {
-        self.namespaces.first().map_or(idmint_proto::DEFAULT_NAMESPACE, |ns| &ns.name)
-    }
-
-    pub(crate) fn namespace(&self, name: &str) -> Result<&Arc<Namespace>, Error> {
-        self.namespaces
-            .iter()
-            .find(|ns| ns.name == name)
-            .ok_or_else(|| Error::UnknownNamespace(name.chars().take(64).collect()))
-    }
-
-    pub(crate) fn namespace_list(&self) -> &[Arc<Namespace>] {
-        &self.namespaces
-    }
-
-    pub(crate) fn clocks(&self) -> &Clocks {
-        &self.clocks
-    }
-
-    pub(crate) fn http_metrics(&self) -> &HttpMetrics {
-        &self.http_metrics
-    }
-
-    #[cfg(feature = "grpc")]
-    pub(crate) fn grpc_metrics(&self) -> &grpc::GrpcMetrics {
-        &self.grpc_metrics
-    }
-
-    fn step(&self, step: ShutdownStep) {
-        tracing::info!(?step, "shutdown");
-        self.steps.lock().unwrap_or_else(|p| p.into_inner()).push(step);
-    }
-
-    /// Turns readiness off: `/readyz` answers 503 from now on.
-    pub fn report_not_ready(&self) {
-        if !self.shutting_down.swap(true, Ordering::AcqRel) {
-            self.step(ShutdownStep::ReportedNotReady);
-        }
-    }
-
-    /// Stops the window tasks, stores every namespace's mark once more, and releases every
-    /// claim. Call it after requests have drained; [`serve`] does.
-    ///
-    /// # Errors
-    ///
-    /// The first coordination error; every namespace is still released.
-    pub async fn stop(&self) -> Result<(), Error> {
-        self.report_not_ready();
-        self.stop_tasks.cancel();
-        self.tasks.close();
-        self.tasks.wait().await;
-        let mut first_error = None;
-        for ns in &self.namespaces {
-            if let Err(e) = ns.deactivate(self.backends.coordinator.as_ref()).await {
-                tracing::error!(namespace = %ns.name, error = %e, "could not persist or release");
-                first_error.get_or_insert(e);
-            }
-        }
-        self.step(ShutdownStep::Persisted);
-        self.step(ShutdownStep::Released);
-        first_error.map_or(Ok(()), Err)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::{collections::HashSet, sync::Arc, time::Duration};
-
-    use idmint_coord::MemoryCoordinator;
-    use idmint_core::{AnyId, ManualClock};
-
-    use crate::{Server, ServerConfig};
-
-    fn raw(ids: &[AnyId]) -> Vec<u64> {
-        ids.iter()
-            .map(|id| match id {
-                AnyId::U64(v) => *v,
-                AnyId::U128(_) => panic!("snowflake ids are 64-bit"),
-            })
-            .collect()
-    }
-
-    /// A claim taken away (an expired lease) leaves the namespace serving only inside the
-    /// window it already stored; then it goes not ready, claims again, and continues above the
-    /// stored mark with fresh state.
-    #[tokio::test(start_paused = true)]
-    async fn a_lost_claim_serves_only_its_window_then_claims_again() {
-        let coordinator = MemoryCoordinator::new();
-        let wall = Arc::new(ManualClock::new(1_700_000_000_000));
-        let config = ServerConfig { window_ms: 1_000, ..ServerConfig::default() };
-        let server = Server::start(config, Arc::new(coordinator.clone()), wall.clone())
-            .await
-            .expect("start");
-        let before = raw(&server.issue("default", 100).await.expect("issue"));
-        let mark = coordinator.mark("default", 0).expect("a stored mark");
-
-        assert!(coordinator.revoke("default", 0));
-        // Inside the stored window, issuing goes on (nobody else can use these times).
-        let inside = raw(&server.issue("default", 100).await.expect("issue inside the window"));
-        assert!(server.is_ready());
-
-        // Past the window: no ID may be issued with this claim any more.
-        wall.advance(1_500);
-        tokio::time::advance(Duration::from_millis(1_500)).await;
-        let mut reclaimed = false;
-        for _ in 0..100 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            if server.render_metrics().contains("idmint_claims_lost_total{namespace=\"default\"} 1")
-            {
-                reclaimed = server.is_ready();
-                if reclaimed {
-                    break;
-                }
-            }
-        }
-        assert!(reclaimed, "the namespace should have claimed again:\n{}", server.render_metrics());
-        let after = raw(&server.issue("default", 100).await.expect("issue after claiming again"));
-
-        let all: Vec<u64> = before.iter().chain(&inside).chain(&after).copied().collect();
-        assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len(), "duplicate ids");
-        assert!(all.windows(2).all(|w| w[0] < w[1]), "ids must keep increasing");
-        let new_mark = coordinator.mark("default", 0).expect("mark");
-        assert!(new_mark > mark, "the new claim stored a higher mark");
-        let mark_tick = mark - idmint_core::Snowflake::EPOCH_MS;
-        assert!(after.iter().all(|id| id >> 22 > mark_tick), "new ids start above the old mark");
     }
 }

@@ -5,7 +5,6 @@
 //! Prometheus' conventions (base units: seconds and bytes; `_total` on counters), which
 //! `promtool check metrics` checks in the tests.
 
-use crate::listener::Refusal;
 use std::{
     collections::BTreeMap,
     fmt::Write,
@@ -57,6 +56,14 @@ pub(crate) struct NamespaceGauges<'a> {
     pub(crate) metrics: &'a NamespaceMetrics,
 }
 
+/// The metrics an API owns (the gRPC API's calls and streams): it makes them when it is
+/// served ([`Server::api_metrics`](crate::Server::api_metrics)), and `/metrics` renders them
+/// after the server's own.
+pub(crate) trait ApiMetrics: std::any::Any + std::fmt::Debug + Send + Sync {
+    /// Appends its families in the Prometheus text format.
+    fn render(&self, out: &mut String);
+}
+
 /// HTTP responses by status code (the codes the server produces, plus "other"), and the
 /// connections: open, closed by the server and why, refused and why.
 #[derive(Debug, Default)]
@@ -84,6 +91,15 @@ pub(crate) enum CloseReason {
     Idle,
     /// Shed at the connection limit for a new connection.
     Shed,
+}
+
+/// Why a new connection was closed at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `max_connections` are open and none is idle.
+    Limit,
+    /// The client's IP address holds `max_connections_per_ip`.
+    PerIp,
 }
 
 impl CloseReason {

@@ -12,7 +12,7 @@ use crate::{
     Backends, Error, NamespaceConfig, ServerConfig, Source,
     clock::Clocks,
     issuer::{
-        BeBytes, Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis,
+        IdSink, Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis,
         redis::Redis, segment::Segment, store::Stored,
     },
     metrics::{NamespaceGauges, NamespaceMetrics},
@@ -111,30 +111,6 @@ impl Namespace {
         Ok(public.reveal(id)?)
     }
 
-    /// The IDs as handed out: their public forms when the namespace has public IDs. An ID
-    /// that needs the key-version bits ends the batch: the layout has run out under them.
-    fn publish(&self, ids: &mut [AnyId]) -> Result<(), Error> {
-        let Some(public) = &self.public else { return Ok(()) };
-        for id in ids {
-            *id = public.obfuscate(*id).map_err(|e| self.public_exhausted(e))?;
-        }
-        Ok(())
-    }
-
-    /// [`publish`](Self::publish) for the bare `u64`s of a 64-bit layout.
-    fn publish_u64(&self, ids: &mut [u64]) -> Result<(), Error> {
-        let Some(public) = &self.public else { return Ok(()) };
-        for id in ids {
-            match public.obfuscate(AnyId::U64(*id)).map_err(|e| self.public_exhausted(e))? {
-                AnyId::U64(v) => *id = v,
-                AnyId::U128(_) => {
-                    return Err(Error::Config("a 64-bit layout made a 128-bit public id".into()));
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn public_exhausted(&self, error: idmint_core::Error) -> Error {
         Error::PublicIdsExhausted { namespace: self.name.clone(), reason: error.to_string() }
     }
@@ -205,57 +181,23 @@ impl Namespace {
         Arc::clone(&self.issuer).maintain(backends, clocks, server, shutdown).await;
     }
 
-    /// One ID, waiting at most `max_wait_ms` for the generator.
-    pub(crate) async fn next(&self, clocks: &Clocks, max_wait_ms: u64) -> Result<AnyId, Error> {
-        let mut ids = self.issue(clocks, 1, max_wait_ms).await?;
-        NamespaceMetrics::add(&self.shared.metrics.requests, 1);
-        ids.pop().ok_or_else(|| Error::NotReady(self.name.clone()))
-    }
-
-    /// `count` IDs in increasing order, waiting at most `max_wait_ms` in all.
-    pub(crate) async fn batch(
+    /// `count` IDs (checked by the caller against `max_batch`) appended to `sink` in
+    /// increasing order, waiting at most `max_wait_ms` in all; their public forms when the
+    /// namespace hands out public IDs. The one way IDs leave a namespace: every API and every
+    /// shape (JSON, bare `u64`s, big-endian bytes) comes through here, and each call is
+    /// counted once (a request, and a batch when it asked for more than one ID). An ID that
+    /// needs the key-version bits ends the batch: the layout has run out under them.
+    pub(crate) async fn issue_into(
         &self,
         clocks: &Clocks,
         count: u64,
         max_wait_ms: u64,
-    ) -> Result<Vec<AnyId>, Error> {
-        let ids = self.issue(clocks, count, max_wait_ms).await?;
-        NamespaceMetrics::add(&self.shared.metrics.requests, 1);
-        NamespaceMetrics::add(&self.shared.metrics.batches, 1);
-        Ok(ids)
-    }
-
-    /// `count` IDs of a 64-bit layout appended to `out`, as [`Namespace::batch`] (or
-    /// [`Namespace::next`] for one) counts them, without an `AnyId` per ID: the gRPC fast path.
-    /// The caller checks that the layout is 64 bits wide.
-    pub(crate) async fn batch_u64(
-        &self,
-        clocks: &Clocks,
-        count: u64,
-        max_wait_ms: u64,
-        out: &mut Vec<u64>,
+        sink: &mut dyn IdSink,
     ) -> Result<(), Error> {
-        let start = out.len();
-        self.issuer.issue_into(clocks, count, max_wait_ms, out).await?;
-        self.publish_u64(&mut out[start..])?;
-        self.count_call(count);
-        Ok(())
-    }
-
-    /// `count` IDs appended to `out` as fixed-width big-endian bytes (public forms when the
-    /// namespace has public IDs), counted as [`Namespace::batch_u64`] counts them: the path
-    /// of packed gRPC batches and `application/octet-stream` HTTP batches.
-    pub(crate) async fn batch_be(
-        &self,
-        clocks: &Clocks,
-        count: u64,
-        max_wait_ms: u64,
-        out: &mut BeBytes,
-    ) -> Result<(), Error> {
-        let start = out.bytes.len();
-        self.issuer.issue_into(clocks, count, max_wait_ms, out).await?;
+        let start = sink.len();
+        self.issuer.issue_into(clocks, count, max_wait_ms, sink).await?;
         if let Some(public) = &self.public {
-            out.publish_from(start, |id| {
+            sink.publish_from(start, &mut |id| {
                 public.obfuscate(id).map_err(|e| self.public_exhausted(e))
             })?;
         }
@@ -269,19 +211,6 @@ impl Namespace {
         if count > 1 {
             NamespaceMetrics::add(&self.shared.metrics.batches, 1);
         }
-    }
-
-    /// Reserves IDs until `count` are in hand, with the waiting rules of a request.
-    pub(crate) async fn issue(
-        &self,
-        clocks: &Clocks,
-        count: u64,
-        max_wait_ms: u64,
-    ) -> Result<Vec<AnyId>, Error> {
-        let mut ids = Vec::new();
-        self.issuer.issue_into(clocks, count, max_wait_ms, &mut ids).await?;
-        self.publish(&mut ids)?;
-        Ok(ids)
     }
 
     /// Stops issuing, stores the final mark, and releases the claim (the mark stays). A store

@@ -1,5 +1,5 @@
 //! The OpenAPI document a server serves at `/openapi.json`: the template in `openapi.json`
-//! ([`crate::OPENAPI`]) made exact for the server's configuration, so that no parameter the
+//! ([`OPENAPI`]) made exact for the server's configuration, so that no parameter the
 //! server refuses is declared valid. Each namespace gets its own paths
 //! (`/v1/namespaces/<name>/...`), whose `format` lists only the formats that hold its IDs,
 //! whose `numbers` is `false` only unless its layout is JavaScript-safe, whose `count` stops
@@ -10,6 +10,11 @@ use idmint_core::Format;
 use serde_json::{Value, json};
 
 use crate::{Server, namespace::Namespace};
+
+/// The OpenAPI 3.1 document of the HTTP API, as a template: `/openapi.json` serves it made
+/// exact for the server's configuration (a path per namespace, each with only the `format`s
+/// and `numbers` it takes, `count` up to `max_batch`).
+pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// The template paths of one namespace's routes.
 const NAMESPACE_PATHS: [&str; 3] = [
@@ -22,7 +27,7 @@ const DEFAULT_PATHS: [&str; 3] = ["/v1/next", "/v1/batch", "/v1/decode/{id}"];
 
 /// The document for `server`, as JSON text.
 pub(crate) fn document(server: &Server) -> String {
-    let mut doc: Value = serde_json::from_str(crate::OPENAPI).unwrap_or_else(|_| json!({}));
+    let mut doc: Value = serde_json::from_str(OPENAPI).unwrap_or_else(|_| json!({}));
     let request_schema = doc["components"]["schemas"]["BatchRequest"].clone();
     let max_batch = server.config().max_batch;
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {

@@ -22,7 +22,7 @@ impl Store for Counters {
             let counters = backends
                 .counters
                 .clone()
-                .ok_or_else(|| crate::missing_store(&ns.name, ns.source))?;
+                .ok_or_else(|| crate::backends::missing_store(&ns.name, ns.source))?;
             let backend = counters.name();
             let (launch, generator) = ns.config.counter_names();
             let options = ns.config.decimal_options();

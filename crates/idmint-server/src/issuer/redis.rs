@@ -25,14 +25,14 @@ impl Store for Redis {
                 let client = backends
                     .redis
                     .clone()
-                    .ok_or_else(|| crate::missing_store(&ns.name, ns.source))?;
+                    .ok_or_else(|| crate::backends::missing_store(&ns.name, ns.source))?;
                 client.generate().await?;
                 Ok(Redis { client })
             }
             #[cfg(not(feature = "redis"))]
             {
                 let _ = backends;
-                Err(crate::missing_store(&ns.name, ns.source))
+                Err(crate::backends::missing_store(&ns.name, ns.source))
             }
         })
     }

@@ -22,7 +22,7 @@ impl Store for Segment {
             let store = backends
                 .segments
                 .clone()
-                .ok_or_else(|| crate::missing_store(&ns.name, ns.source))?;
+                .ok_or_else(|| crate::backends::missing_store(&ns.name, ns.source))?;
             let backend = store.name();
             let allocator = SegmentAllocator::new(store, &ns.name, ns.config.segment_options())
                 .map_err(|e| Error::Config(format!("namespace `{}`: {e}", ns.name)))?;
