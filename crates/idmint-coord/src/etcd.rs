@@ -35,13 +35,10 @@ use tokio::sync::watch;
 use crate::{
     Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage,
     etcd::{
-        lease::{Kept, Lease},
-        members::{Members, Timing},
+        lease::{Kept, Lease, LeaseOptions, OnEnd},
+        members::{BACKEND, Members, Timing},
     },
 };
-
-/// The backend name in errors, logs and [`Coordinator::name`].
-const BACKEND: &str = "etcd";
 
 /// How claims and marks are laid out in etcd.
 ///
@@ -598,6 +595,23 @@ impl EtcdCoordinator {
 }
 
 impl Inner {
+    /// What a lease needs of the options.
+    fn lease_options(&self) -> LeaseOptions {
+        LeaseOptions { margin: self.options.margin, request_timeout: self.options.request_timeout }
+    }
+
+    /// What a keep-alive that ends by itself does: forget the claim, revoke its lease.
+    fn on_end(self: &Arc<Self>) -> OnEnd {
+        let owner = Arc::downgrade(self);
+        Arc::new(move |token, lease| {
+            if let Some(inner) = owner.upgrade()
+                && inner.held().remove(&token).is_some()
+            {
+                lease::revoke_in_background(&inner.members, lease);
+            }
+        })
+    }
+
     fn held(&self) -> MutexGuard<'_, HashMap<u64, Arc<Held>>> {
         // Every update of the map is a single insert or remove, so a poisoned lock is fine.
         self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -880,7 +894,13 @@ impl Coordinator for EtcdCoordinator {
         // Refused before any lease is granted when the marks belong to another cluster.
         let cluster_id = cluster::verify(inner).await?;
         // The lease is kept alive from the start: a LableOrg claim may wait for its lock.
-        let (kept, state) = lease::start(inner, inner.options.ttl_secs()).await?;
+        let (kept, state) = lease::start(
+            &inner.members,
+            inner.lease_options(),
+            inner.options.ttl_secs(),
+            inner.on_end(),
+        )
+        .await?;
         let taken = match &inner.options.scheme {
             Scheme::Native => inner.take_native(request, &kept.lease).await,
             Scheme::LableOrg { namespace_prefix } => {
@@ -896,7 +916,7 @@ impl Coordinator for EtcdCoordinator {
             Err(e) => e,
         };
         kept.end_here();
-        lease::revoke(inner, kept.lease.id).await;
+        lease::revoke(&inner.members, kept.lease.id).await;
         Err(failed)
     }
 

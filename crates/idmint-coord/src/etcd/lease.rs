@@ -7,7 +7,7 @@
 use std::{
     collections::BTreeSet,
     sync::{
-        Arc, LazyLock, Mutex, Weak,
+        Arc, LazyLock, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -15,13 +15,24 @@ use std::{
 
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 
-use super::members::{Member, Members, is_member_fault};
+use super::members::{BACKEND, Member, Members, is_member_fault};
 use tokio::sync::watch;
 
-use crate::{
-    ClaimState, Error,
-    etcd::{EtcdOptions, Inner},
-};
+use crate::{ClaimState, Error};
+
+/// What a lease needs of its coordinator's settings.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LeaseOptions {
+    /// Subtracted from every deadline (`EtcdOptions::margin`).
+    pub(super) margin: Duration,
+    /// The whole budget of one request (`EtcdOptions::request_timeout`).
+    pub(super) request_timeout: Duration,
+}
+
+/// What the coordinator does when a keep-alive ends by itself (the lease expired or was
+/// lost): forget the claim of this token and revoke this lease. Given as a callback, so that
+/// leases know nothing of the coordinator that holds them.
+pub(super) type OnEnd = Arc<dyn Fn(u64, i64) + Send + Sync>;
 
 /// Claim tokens, unique in the process, so that a claim handed to the wrong coordinator is
 /// simply not found there.
@@ -39,7 +50,7 @@ pub(super) struct Lease {
 
 impl Lease {
     /// The deadline the grant itself gives.
-    fn first_deadline(&self, options: &EtcdOptions) -> Instant {
+    fn first_deadline(&self, options: LeaseOptions) -> Instant {
         deadline(self.sent, self.ttl, options.margin)
     }
 }
@@ -74,13 +85,15 @@ impl Kept {
 
 /// Grants a lease of `ttl_secs` and starts keeping it alive. The receiver is the future
 /// claim's state; dropping every receiver ends the keep-alive and revokes the lease once the
-/// claim is recorded.
+/// claim is recorded. `on_end` runs when the keep-alive ends by itself.
 pub(super) async fn start(
-    inner: &Arc<Inner>,
+    members: &Arc<Members>,
+    options: LeaseOptions,
     ttl_secs: i64,
+    on_end: OnEnd,
 ) -> Result<(Arc<Kept>, watch::Receiver<ClaimState>), Error> {
-    let lease = grant(inner, ttl_secs).await?;
-    let first = lease.first_deadline(&inner.options);
+    let lease = grant(members, ttl_secs).await?;
+    let first = lease.first_deadline(options);
     let (state, receiver) = watch::channel(ClaimState::Held { until: Some(first) });
     let kept = Arc::new(Kept {
         lease,
@@ -89,25 +102,23 @@ pub(super) async fn start(
         paused: AtomicBool::new(false),
         task: Mutex::new(None),
     });
-    let times = LeaseTimes::new(&inner.options, lease.ttl);
-    let owner = Arc::downgrade(inner);
-    let members = Arc::clone(&inner.members);
-    let task = tokio::spawn(keep_alive(owner, members, Arc::clone(&kept), times));
+    let times = LeaseTimes::new(options, lease.ttl);
+    let members = Arc::clone(members);
+    let task = tokio::spawn(keep_alive(on_end, members, Arc::clone(&kept), times));
     *kept.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
     Ok((kept, receiver))
 }
 
 /// Grants a lease of `ttl_secs`.
-async fn grant(inner: &Inner, ttl_secs: i64) -> Result<Lease, Error> {
+async fn grant(members: &Members, ttl_secs: i64) -> Result<Lease, Error> {
     let sent = Instant::now();
     // A grant repeated after a lost answer may leave the first lease unused: it expires.
-    let response = inner
-        .members
+    let response = members
         .run("lease grant", |mut c| async move { c.lease_grant(ttl_secs, None).await })
         .await?;
     if !response.error().is_empty() || response.ttl() <= 0 {
         return Err(Error::Unavailable {
-            backend: super::BACKEND,
+            backend: BACKEND,
             reason: format!("lease grant refused: {}", response.error().to_lowercase()),
         });
     }
@@ -115,9 +126,8 @@ async fn grant(inner: &Inner, ttl_secs: i64) -> Result<Lease, Error> {
 }
 
 /// Revokes a lease and waits for the answer; errors are ignored (the lease expires anyway).
-pub(super) async fn revoke(inner: &Inner, id: i64) {
-    let _ =
-        inner.members.run("lease revoke", |mut c| async move { c.lease_revoke(id).await }).await;
+pub(super) async fn revoke(members: &Members, id: i64) {
+    let _ = members.run("lease revoke", |mut c| async move { c.lease_revoke(id).await }).await;
 }
 
 /// Whether an error reason says the lease no longer exists.
@@ -181,7 +191,7 @@ struct LeaseTimes {
 }
 
 impl LeaseTimes {
-    fn new(options: &EtcdOptions, ttl: Duration) -> Self {
+    fn new(options: LeaseOptions, ttl: Duration) -> Self {
         LeaseTimes {
             ttl,
             period: ttl / 3,
@@ -244,7 +254,7 @@ async fn renew(
 /// says the lease is gone, the claim turns [`ClaimState::Lost`], is forgotten and its lease
 /// revoked. When every receiver of the claim's state is dropped (the claim was dropped without
 /// release), the lease is revoked. `release` and `Drop` abort the task.
-async fn keep_alive(owner: Weak<Inner>, members: Arc<Members>, held: Arc<Kept>, times: LeaseTimes) {
+async fn keep_alive(on_end: OnEnd, members: Arc<Members>, held: Arc<Kept>, times: LeaseTimes) {
     let (lease, token) = (held.lease, held.token);
     let mut until = deadline(lease.sent, times.ttl, times.margin);
     let mut next = lease.sent + times.period;
@@ -253,7 +263,7 @@ async fn keep_alive(owner: Weak<Inner>, members: Arc<Members>, held: Arc<Kept>, 
     loop {
         let lapsed = tokio::select! {
             () = held.state.closed() => {
-                end(&owner, token, lease.id);
+                on_end(token, lease.id);
                 return;
             }
             () = tokio::time::sleep_until(until.into()) => true,
@@ -262,12 +272,12 @@ async fn keep_alive(owner: Weak<Inner>, members: Arc<Members>, held: Arc<Kept>, 
         if held.paused.load(Ordering::SeqCst) {
             // As if the process were stopped: no keep-alives, no news, until the claim goes.
             held.state.closed().await;
-            end(&owner, token, lease.id);
+            on_end(token, lease.id);
             return;
         }
         if lapsed {
             held.state.send_replace(ClaimState::Lost);
-            end(&owner, token, lease.id);
+            on_end(token, lease.id);
             return;
         }
         if stream.as_ref().is_some_and(|(member, _)| !member.is_healthy()) {
@@ -295,7 +305,7 @@ async fn keep_alive(owner: Weak<Inner>, members: Arc<Members>, held: Arc<Kept>, 
             }
             Ok(Ok(Renewed::Gone)) => {
                 held.state.send_replace(ClaimState::Lost);
-                end(&owner, token, lease.id);
+                on_end(token, lease.id);
                 return;
             }
             Ok(Err(reason)) => {
@@ -316,13 +326,4 @@ async fn keep_alive(owner: Weak<Inner>, members: Arc<Members>, held: Arc<Kept>, 
 /// another member after the first failure, then every `retry`.
 fn retry_after(members: &Members, times: &LeaseTimes, failures: u32) -> Duration {
     if members.fails_over() && failures == 0 { Duration::ZERO } else { times.retry }
-}
-
-/// Forgets a claim whose keep-alive ends by itself, and revokes its lease.
-fn end(owner: &Weak<Inner>, token: u64, lease: i64) {
-    if let Some(inner) = owner.upgrade()
-        && inner.held().remove(&token).is_some()
-    {
-        revoke_in_background(&inner.members, lease);
-    }
 }

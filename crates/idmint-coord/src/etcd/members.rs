@@ -21,6 +21,9 @@ use tokio::sync::watch;
 use crate::Error;
 
 /// Between two probes of a failed member.
+/// The backend name in errors, logs and `Coordinator::name`.
+pub(super) const BACKEND: &str = "etcd";
+
 const PROBE_EVERY: Duration = Duration::from_millis(50);
 /// After every member failed once in a request: a short pause before the next round (an etcd
 /// member without a leader answers at once, so rounds during an election would spin).
@@ -573,7 +576,7 @@ fn normalize(endpoint: &str) -> String {
 }
 
 fn unavailable(reason: String) -> Error {
-    Error::Unavailable { backend: super::BACKEND, reason }
+    Error::Unavailable { backend: BACKEND, reason }
 }
 
 #[cfg(test)]

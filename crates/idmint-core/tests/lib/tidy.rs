@@ -1207,13 +1207,16 @@ fn no_import_circles_between_files() {
                 found.len()
             ));
             report.extend(arrows);
-            if name == "idmint-server" {
+            // idmint-server: no circle either way. idmint-coord and idmint-client: no circle
+            // between their modules; idmint-coord's root still defines the `Coordinator` trait
+            // and the types its modules use, so counting the root's imports ties it to them.
+            if name == "idmint-server" || !root_imports {
                 server.extend(found);
             }
         }
     }
     eprintln!("{}", report.join("\n"));
-    assert!(server.is_empty(), "import circles in idmint-server:\n{}", report.join("\n"));
+    assert!(server.is_empty(), "import circles:\n{}", report.join("\n"));
 }
 
 /// The circle finder on small crates written out: a circle of two files is found (the
