@@ -66,7 +66,8 @@ struct RunArgs {
     /// The idmint binary under test (built with the `etcd` feature).
     #[arg(long)]
     idmint: PathBuf,
-    /// The idmint binary built with the test-only unsafe features, for negative controls.
+    /// The idmint binary built with `IDMINT_NEGATIVE_CONTROLS=1` (its hidden `--unsafe-no-…`
+    /// flags), for negative controls.
     #[arg(long)]
     unsafe_idmint: Option<PathBuf>,
     /// Where histories, logs and data go.

@@ -194,7 +194,7 @@ pub(crate) fn find(name: &str) -> Result<Scenario, ChaosError> {
 pub(crate) struct Setup {
     /// The `idmint` binary under test.
     pub(crate) idmint: PathBuf,
-    /// The same with the test-only unsafe features (negative controls), if built.
+    /// The same built with `IDMINT_NEGATIVE_CONTROLS=1` (negative controls), if built.
     pub(crate) unsafe_idmint: Option<PathBuf>,
     /// Where runs keep their histories, logs and data.
     pub(crate) out: PathBuf,

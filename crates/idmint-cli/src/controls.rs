@@ -1,54 +1,59 @@
 //! The hidden `--unsafe-no-…` flags of `idmint serve`: negative controls that switch one
 //! protection off, so that the tests and the chaos harness can show they would catch what it
-//! lets through. Each exists only in a build with its test-only cargo feature
-//! (`test-no-fence`, `test-no-durable-mark`, `test-no-clock-guard`, `test-no-restore-guard`,
-//! `test-no-redis-guard`, `test-no-promotion-bump`, `test-no-pg-fence`),
-//! which no build that serves enables. This file declares and checks them; `serve.rs` passes
-//! each to its backend under the same feature.
+//! lets through. They exist only in a binary compiled with `--cfg idmint_negative_controls`,
+//! which `build.rs` sets when the build's environment has `IDMINT_NEGATIVE_CONTROLS=1`
+//! (`scripts/test-all` and the unsafe binary of `scripts/chaos`), never through a cargo feature,
+//! so no dependent and no `--all-features` build has them (DESIGN.md, "Negative controls behind
+//! a cfg"); those of a backend also need its feature. `scripts/no-hidden-controls` checks that
+//! a binary has none of them. This file declares and checks them; `serve.rs` passes each to its
+//! backend under the same cfg.
 
 use anyhow::ensure;
 
-/// The flags (each hidden, each present only with its feature).
+/// The flags (each hidden, each present only under the cfg and, for a backend's, its feature).
 #[derive(Debug, Default, clap::Args)]
 pub(crate) struct ControlArgs {
-    /// TESTS ONLY (feature `test-no-fence`): the etcd coordinator without its fence, so that
-    /// tests can show they catch the duplicates it lets through. Never use it to serve.
-    #[cfg(feature = "test-no-fence")]
+    /// TESTS ONLY (cfg `idmint_negative_controls`, feature `etcd`): the etcd coordinator without
+    /// its fence, so that tests can show they catch the duplicates it lets through. Never use it
+    /// to serve.
+    #[cfg(all(idmint_negative_controls, feature = "etcd"))]
     #[arg(long, hide = true)]
     unsafe_no_fence: bool,
-    /// TESTS ONLY (feature `test-no-durable-mark`): claims of the embedded store ignore stored
+    /// TESTS ONLY (cfg `idmint_negative_controls`): claims of the embedded store ignore stored
     /// marks, the chaos harness's negative control. Never use it to serve.
-    #[cfg(feature = "test-no-durable-mark")]
+    #[cfg(idmint_negative_controls)]
     #[arg(long, hide = true)]
     unsafe_no_durable_mark: bool,
-    /// TESTS ONLY (feature `test-no-clock-guard`): logical time follows the wall clock back,
+    /// TESTS ONLY (cfg `idmint_negative_controls`): logical time follows the wall clock back,
     /// the chaos harness's negative control. Never use it to serve.
-    #[cfg(feature = "test-no-clock-guard")]
+    #[cfg(idmint_negative_controls)]
     #[arg(long, hide = true)]
     unsafe_no_clock_guard: bool,
-    /// TESTS ONLY (feature `test-no-restore-guard`): the etcd coordinator trusts marks on any
-    /// cluster, e.g. one restored from an old snapshot. Never use it to serve.
-    #[cfg(feature = "test-no-restore-guard")]
+    /// TESTS ONLY (cfg `idmint_negative_controls`, feature `etcd`): the etcd coordinator trusts
+    /// marks on any cluster, e.g. one restored from an old snapshot. Never use it to serve.
+    #[cfg(all(idmint_negative_controls, feature = "etcd"))]
     #[arg(long, hide = true)]
     unsafe_no_restore_guard: bool,
-    /// TESTS ONLY (feature `test-no-redis-guard`): the icicle client's failover guard accepts
-    /// every batch, the chaos harness's negative control. Never use it to serve.
-    #[cfg(feature = "test-no-redis-guard")]
+    /// TESTS ONLY (cfg `idmint_negative_controls`, feature `redis`): the icicle client's failover
+    /// guard accepts every batch, the chaos harness's negative control. Never use it to serve.
+    #[cfg(all(idmint_negative_controls, feature = "redis"))]
     #[arg(long, hide = true)]
     unsafe_no_redis_guard: bool,
-    /// TESTS ONLY (feature `test-no-promotion-bump`): the Postgres store raises nothing when it
-    /// finds a promoted standby, the chaos harness's negative control. Never use it to serve.
-    #[cfg(feature = "test-no-promotion-bump")]
+    /// TESTS ONLY (cfg `idmint_negative_controls`, feature `postgres`): the Postgres store raises
+    /// nothing when it finds a promoted standby, the chaos harness's negative control. Never use
+    /// it to serve.
+    #[cfg(all(idmint_negative_controls, feature = "postgres"))]
     #[arg(long, hide = true)]
     unsafe_no_promotion_bump: bool,
-    /// TESTS ONLY (feature `test-no-pg-fence`): the Postgres coordinator without its fence
-    /// (claims skip the exclusive check, mark writes the epoch compare). Never use it to serve.
-    #[cfg(feature = "test-no-pg-fence")]
+    /// TESTS ONLY (cfg `idmint_negative_controls`, feature `postgres`): the Postgres coordinator
+    /// without its fence (claims skip the exclusive check, mark writes the epoch compare). Never
+    /// use it to serve.
+    #[cfg(all(idmint_negative_controls, feature = "postgres"))]
     #[arg(long, hide = true)]
     unsafe_no_pg_fence: bool,
 }
 
-/// Which protections are off (all on in every build without the test features).
+/// Which protections are off (all on in every build without `idmint_negative_controls`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Controls {
     /// The etcd fence.
@@ -69,39 +74,29 @@ impl ControlArgs {
     /// The controls asked for, checked against the store (`etcd`: whether it is etcd), with
     /// a loud error line for each. The clock guard is process-wide and switched off here.
     pub(crate) fn apply(&self, etcd: bool) -> anyhow::Result<Controls> {
-        #[cfg_attr(
-            not(any(
-                feature = "test-no-fence",
-                feature = "test-no-durable-mark",
-                feature = "test-no-restore-guard",
-                feature = "test-no-redis-guard",
-                feature = "test-no-promotion-bump",
-                feature = "test-no-pg-fence"
-            )),
-            allow(unused_mut)
-        )]
+        #[cfg_attr(not(idmint_negative_controls), allow(unused_mut))]
         let mut controls = Controls::default();
-        #[cfg(feature = "test-no-fence")]
+        #[cfg(all(idmint_negative_controls, feature = "etcd"))]
         {
             controls.no_fence = self.unsafe_no_fence;
         }
-        #[cfg(feature = "test-no-durable-mark")]
+        #[cfg(idmint_negative_controls)]
         {
             controls.no_durable_mark = self.unsafe_no_durable_mark;
         }
-        #[cfg(feature = "test-no-restore-guard")]
+        #[cfg(all(idmint_negative_controls, feature = "etcd"))]
         {
             controls.no_restore_guard = self.unsafe_no_restore_guard;
         }
-        #[cfg(feature = "test-no-redis-guard")]
+        #[cfg(all(idmint_negative_controls, feature = "redis"))]
         {
             controls.no_redis_guard = self.unsafe_no_redis_guard;
         }
-        #[cfg(feature = "test-no-promotion-bump")]
+        #[cfg(all(idmint_negative_controls, feature = "postgres"))]
         {
             controls.no_promotion_bump = self.unsafe_no_promotion_bump;
         }
-        #[cfg(feature = "test-no-pg-fence")]
+        #[cfg(all(idmint_negative_controls, feature = "postgres"))]
         {
             controls.no_pg_fence = self.unsafe_no_pg_fence;
         }
@@ -111,7 +106,7 @@ impl ControlArgs {
             !controls.no_durable_mark || !etcd,
             "--unsafe-no-durable-mark is for the embedded store"
         );
-        #[cfg(feature = "test-no-clock-guard")]
+        #[cfg(idmint_negative_controls)]
         if self.unsafe_no_clock_guard {
             tracing::error!(
                 "UNSAFE: --unsafe-no-clock-guard: time follows the clock back; a negative control for tests only"

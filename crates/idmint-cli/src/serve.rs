@@ -701,7 +701,7 @@ async fn postgres_store(
 }
 
 /// The negative control's store: a promoted standby is not raised.
-#[cfg(feature = "test-no-promotion-bump")]
+#[cfg(all(idmint_negative_controls, feature = "postgres"))]
 async fn unraised_postgres_store(
     url: &str,
     options: idmint_coord::PostgresOptions,
@@ -712,12 +712,12 @@ async fn unraised_postgres_store(
     Ok(idmint_coord::PostgresStore::connect_without_promotion_bump(url, options).await?)
 }
 
-#[cfg(all(feature = "postgres", not(feature = "test-no-promotion-bump")))]
+#[cfg(all(feature = "postgres", not(idmint_negative_controls)))]
 async fn unraised_postgres_store(
     _url: &str,
     _options: idmint_coord::PostgresOptions,
 ) -> anyhow::Result<idmint_coord::PostgresStore> {
-    anyhow::bail!("the negative control needs feature test-no-promotion-bump")
+    anyhow::bail!("the negative control needs a build with IDMINT_NEGATIVE_CONTROLS=1")
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -747,7 +747,7 @@ fn set_redis(
         }
         None => IcicleClient::new(&stores.redis, IcicleOptions::default())?,
     };
-    #[cfg(feature = "test-no-redis-guard")]
+    #[cfg(all(idmint_negative_controls, feature = "redis"))]
     let client = if controls.no_redis_guard {
         tracing::error!(
             "UNSAFE: --unsafe-no-redis-guard: the icicle failover guard accepts everything; a negative control for tests only"
@@ -791,7 +791,7 @@ async fn coordinator(
     controls: Controls,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     match (store, adopt) {
-        #[cfg(feature = "test-no-durable-mark")]
+        #[cfg(idmint_negative_controls)]
         (Store::File(dir), None) if controls.no_durable_mark => {
             tracing::error!(
                 "UNSAFE: --unsafe-no-durable-mark: claims ignore stored marks; a negative control for tests only"
@@ -831,7 +831,7 @@ async fn etcd_coordinator(
 
     let options = settings.coordinator_options();
     let coordinator = EtcdCoordinator::connect(&settings.endpoints, options).await?;
-    #[cfg(feature = "test-no-fence")]
+    #[cfg(all(idmint_negative_controls, feature = "etcd"))]
     let coordinator = if controls.no_fence {
         tracing::error!(
             "UNSAFE: --unsafe-no-fence: the etcd fence is off, so this server ignores stored \
@@ -841,7 +841,7 @@ async fn etcd_coordinator(
     } else {
         coordinator
     };
-    #[cfg(feature = "test-no-restore-guard")]
+    #[cfg(all(idmint_negative_controls, feature = "etcd"))]
     let coordinator = if controls.no_restore_guard {
         tracing::error!(
             "UNSAFE: --unsafe-no-restore-guard: this server trusts marks on any etcd cluster, \
@@ -875,7 +875,7 @@ async fn postgres_coordinator(
         margin: std::time::Duration::from_millis(if lease_ttl >= 2 { 1_000 } else { 500 }),
     };
     let coordinator = PostgresCoordinator::connect(url, postgres_options(margins), lease).await?;
-    #[cfg(feature = "test-no-pg-fence")]
+    #[cfg(all(idmint_negative_controls, feature = "postgres"))]
     let coordinator = if controls.no_pg_fence {
         tracing::error!(
             "UNSAFE: --unsafe-no-pg-fence: the Postgres coordinator's fence is off, so this \

@@ -626,3 +626,36 @@ fn bad_input_gives_one_error_line() {
         check(&args, Expect::Fails);
     }
 }
+
+/// `scripts/no-hidden-controls` on the binary under test. A build without
+/// `IDMINT_NEGATIVE_CONTROLS=1` must have none of the hidden `--unsafe-no-…` flags, and the script
+/// must pass it (CI runs the same script on the chaos harness's plain binary). A build with it
+/// (as `scripts/test-all` makes) has every flag its features allow, and the script must fail
+/// and name each: the negative control, showing the script catches a binary that has them.
+#[test]
+fn hidden_controls_exist_only_in_a_negative_control_build() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/no-hidden-controls");
+    let output = Command::new(script).arg(IDMINT).output().expect("run scripts/no-hidden-controls");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let compiled: Vec<&str> = [
+        ("--unsafe-no-fence", cfg!(all(idmint_negative_controls, feature = "etcd"))),
+        ("--unsafe-no-durable-mark", cfg!(idmint_negative_controls)),
+        ("--unsafe-no-clock-guard", cfg!(idmint_negative_controls)),
+        ("--unsafe-no-restore-guard", cfg!(all(idmint_negative_controls, feature = "etcd"))),
+        ("--unsafe-no-redis-guard", cfg!(all(idmint_negative_controls, feature = "redis"))),
+        ("--unsafe-no-promotion-bump", cfg!(all(idmint_negative_controls, feature = "postgres"))),
+        ("--unsafe-no-pg-fence", cfg!(all(idmint_negative_controls, feature = "postgres"))),
+    ]
+    .into_iter()
+    .filter_map(|(flag, on)| on.then_some(flag))
+    .collect();
+    if compiled.is_empty() {
+        assert_eq!(output.status.code(), Some(0), "a plain build: {stderr}");
+        assert!(stderr.contains("has none of the 7 hidden flags"), "{stderr}");
+    } else {
+        assert_eq!(output.status.code(), Some(1), "a negative-control build: {stderr}");
+        let named = stderr.rsplit("hidden negative controls: ").next().unwrap_or_default();
+        let named: Vec<&str> = named.split_whitespace().collect();
+        assert_eq!(named, compiled, "{stderr}");
+    }
+}

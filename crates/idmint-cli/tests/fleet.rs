@@ -342,7 +342,7 @@ fn bad_fleet_settings_are_refused_clearly() {
     refused(&["--generator-id", "1", "--generator-pool", "2"], "cannot be used with");
     refused(&["--generators", "0"], "generators must be 1..=64");
     refused(&["--generators", "3", "--generator-pool", "2"], "generators must be 1..=2");
-    #[cfg(feature = "test-no-fence")]
+    #[cfg(all(idmint_negative_controls, feature = "etcd"))]
     refused(&["--unsafe-no-fence"], "--unsafe-no-fence needs --etcd");
 }
 
@@ -766,10 +766,10 @@ mod on_etcd {
     }
 
     /// The negative control: the same pause test with the fence off (`--unsafe-no-fence`,
-    /// feature `test-no-fence`): B ignores A's mark and starts at its own clock, while A
+    /// cfg `idmint_negative_controls`): B ignores A's mark and starts at its own clock, while A
     /// still serves its window after the pause, so both issue the same IDs, and the test's
     /// duplicate count finds them. This proves the pause test can fail.
-    #[cfg(feature = "test-no-fence")]
+    #[cfg(all(idmint_negative_controls, feature = "etcd"))]
     #[test]
     fn without_the_fence_the_pause_test_finds_duplicates() {
         let _serial = serial();

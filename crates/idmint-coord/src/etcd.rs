@@ -241,9 +241,9 @@ struct Inner {
     options: EtcdOptions,
     /// Live claims by token.
     held: Mutex<HashMap<u64, Arc<Held>>>,
-    /// Off only in the `test-no-fence` negative control.
+    /// Off only in the no-fence negative control.
     fence: AtomicBool,
-    /// Off only in the `test-no-restore-guard` negative control.
+    /// Off only in the no-restore-guard negative control.
     restore_guard: AtomicBool,
 }
 
@@ -412,7 +412,7 @@ impl EtcdCoordinator {
         }
     }
 
-    /// **Tests only** (feature `test-etcd-round-robin`): a negative control that connects as
+    /// **Tests only** (cfg `idmint_negative_controls`): a negative control that connects as
     /// idmint did before it tracked etcd members: one `etcd_client::Client` balanced over all
     /// `endpoints`, no member health, no member list, no failover, one attempt per request
     /// under the whole [`request_timeout`](EtcdOptions::request_timeout). Uniqueness is not
@@ -434,7 +434,7 @@ impl EtcdCoordinator {
     /// # Ok::<(), idmint_coord::Error>(())
     /// # }).unwrap();
     /// ```
-    #[cfg(feature = "test-etcd-round-robin")]
+    #[cfg(idmint_negative_controls)]
     pub async fn connect_round_robin(
         endpoints: &[String],
         options: EtcdOptions,
@@ -453,22 +453,22 @@ impl EtcdCoordinator {
         &self.inner.options
     }
 
-    /// **Unsafe, tests only** (feature `test-no-fence`): a negative control. Claims ignore the
+    /// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control. Claims ignore the
     /// stored mark (they report none) and mark writes skip both fence compares, so a holder
     /// whose claim was taken over keeps writing. It exists so that tests can prove they would
     /// catch the duplicates this lets through. Never enable the feature in a build that serves.
-    #[cfg(feature = "test-no-fence")]
+    #[cfg(idmint_negative_controls)]
     #[must_use]
     pub fn without_fence(self) -> Self {
         self.inner.fence.store(false, Ordering::Relaxed);
         self
     }
 
-    /// **Unsafe, tests only** (feature `test-no-restore-guard`): a negative control. Claims
+    /// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control. Claims
     /// and mark writes trust any etcd cluster, so marks restored from an old snapshot are
     /// taken as they are. It exists so that the chaos harness can prove it would catch what
     /// this lets through. Never enable the feature in a build that serves.
-    #[cfg(feature = "test-no-restore-guard")]
+    #[cfg(idmint_negative_controls)]
     #[must_use]
     pub fn without_restore_guard(self) -> Self {
         self.inner.restore_guard.store(false, Ordering::Relaxed);

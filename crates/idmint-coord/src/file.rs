@@ -71,8 +71,8 @@ pub struct FileCoordinator {
     holder_suffix: String,
     next_token: AtomicU64,
     held: Mutex<HashMap<u64, Arc<Held>>>,
-    /// Off only in the `test-no-durable-mark` negative control.
-    #[cfg(feature = "test-no-durable-mark")]
+    /// Off only in the no-durable-mark negative control.
+    #[cfg(idmint_negative_controls)]
     marks: std::sync::atomic::AtomicBool,
 }
 
@@ -161,17 +161,17 @@ impl FileCoordinator {
             holder_suffix,
             next_token: AtomicU64::new(1),
             held: Mutex::default(),
-            #[cfg(feature = "test-no-durable-mark")]
+            #[cfg(idmint_negative_controls)]
             marks: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
-    /// **Unsafe, tests only** (feature `test-no-durable-mark`): a negative control for the
+    /// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control for the
     /// chaos harness. Claims ignore the stored mark (they report none, so a server starts at
     /// its clock) while marks are still written. It exists so that the harness can show it
     /// catches the duplicates a restart with the clock set back then produces. Never enable
     /// the feature in a build that serves.
-    #[cfg(feature = "test-no-durable-mark")]
+    #[cfg(idmint_negative_controls)]
     #[must_use]
     pub fn without_durable_marks(self) -> Self {
         self.marks.store(false, Ordering::Relaxed);
@@ -459,9 +459,9 @@ impl Coordinator for FileCoordinator {
         let journal = self.journal.clone();
         let owned =
             request.clone().with_holder(format!("{} {}", request.holder, self.holder_suffix));
-        #[allow(unused_mut, reason = "changed only by the test-no-durable-mark control")]
+        #[allow(unused_mut, reason = "changed only by the no-durable-mark control")]
         let mut locked = blocking(move || lock_first_free(&dir, &journal, &owned)).await?;
-        #[cfg(feature = "test-no-durable-mark")]
+        #[cfg(idmint_negative_controls)]
         if !self.marks.load(Ordering::Relaxed) {
             locked.mark_ms = None;
         }

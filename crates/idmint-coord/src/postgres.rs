@@ -239,14 +239,14 @@ impl PostgresStore {
         Self::connect_raising(config, options, true).await
     }
 
-    /// UNSAFE, tests only (feature `test-no-promotion-bump`): [`connect`](Self::connect), but a
+    /// UNSAFE, tests only (cfg `idmint_negative_controls`): [`connect`](Self::connect), but a
     /// new history (a promoted standby) raises nothing, so a lagging standby hands out again the
     /// ranges its primary lost: the negative control of the post-promotion bump.
     ///
     /// # Errors
     ///
     /// As [`connect`](Self::connect).
-    #[cfg(feature = "test-no-promotion-bump")]
+    #[cfg(idmint_negative_controls)]
     pub async fn connect_without_promotion_bump(
         config: &str,
         options: PostgresOptions,

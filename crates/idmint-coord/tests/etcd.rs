@@ -1,6 +1,6 @@
 //! The etcd backend against real `etcd` processes (`idmint_coord::testing::EtcdCluster`): the
 //! conformance suite in both schemes, cold starts, lost leases, a paused holder taken over
-//! (with the `test-no-fence` negative control), deadlines, LableOrg's exact keys, and an etcd
+//! (with the no-fence negative control), deadlines, LableOrg's exact keys, and an etcd
 //! leader kill. Without `etcd` on PATH the tests skip, unless `CI=true`.
 
 #![cfg(all(feature = "etcd", feature = "test-util"))]
@@ -177,9 +177,9 @@ impl Takeover {
 /// A coordinator for the takeover scenario, fenced or (negative control) not.
 async fn holder(cluster: &EtcdCluster, scheme: &Scheme, fenced: bool) -> EtcdCoordinator {
     let coordinator = connect(cluster, options(scheme.clone())).await;
-    #[cfg(feature = "test-no-fence")]
+    #[cfg(idmint_negative_controls)]
     let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
-    #[cfg(not(feature = "test-no-fence"))]
+    #[cfg(not(idmint_negative_controls))]
     let _ = fenced;
     coordinator
 }
@@ -188,7 +188,10 @@ async fn holder(cluster: &EtcdCluster, scheme: &Scheme, fenced: bool) -> EtcdCoo
 /// reads Held), its lease expires, holder B takes the generator ID, and A wakes up and tries to
 /// extend its window.
 async fn takeover(cluster: &EtcdCluster, scheme: Scheme, fenced: bool) -> Takeover {
-    assert!(fenced || cfg!(feature = "test-no-fence"), "the negative control needs its feature");
+    assert!(
+        fenced || cfg!(idmint_negative_controls),
+        "the negative control needs a build with IDMINT_NEGATIVE_CONTROLS=1"
+    );
     let (a, b) = (holder(cluster, &scheme, fenced).await, holder(cluster, &scheme, fenced).await);
     let req = request("paused", GeneratorIds::Fixed(0));
     let old = a.claim(&req).await.expect("a claims");
@@ -244,7 +247,7 @@ async fn a_paused_holder_cannot_store_after_a_takeover() {
 
 /// The negative control: without the fence the same scenario lets both holders issue the
 /// same times, and the check above catches it.
-#[cfg(feature = "test-no-fence")]
+#[cfg(idmint_negative_controls)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_fence_the_takeover_check_finds_duplicates() {
     let Some(cluster) = start(1).await else { return };

@@ -3,7 +3,7 @@
 //! claims are listed 20 times (as `idmint lease list` does, each time with a new connection):
 //! with health-tracked members the fault is invisible (≥ 99.9 % of mark writes answered, the
 //! longest gap ≤ 0.5 s for a follower and ≤ 2 s for a leader, the claim never lost, 20 of 20
-//! listings), and the `test-etcd-round-robin` negative control, idmint's earlier client, misses
+//! listings), and the round-robin negative control, idmint's earlier client, misses
 //! these targets in the same scenario.
 //!
 //! Each fault is held `IDMINT_ETCD_FAULT_HOLD_S` seconds (default 10; 30 in the full run). The
@@ -14,9 +14,9 @@
 //! shares, and on CI's busy 2-core machine the leader pause once cost the claim (91.8 % of mark
 //! writes answered, the lease not renewed in time), which is a finding to chase, not a verdict
 //! a test run should turn on. Run them with
-//! `cargo test -p idmint-coord --features etcd,test-util,test-etcd-round-robin --test etcd_failover -- --ignored --test-threads=1`.
+//! `IDMINT_NEGATIVE_CONTROLS=1 cargo test -p idmint-coord --features etcd,test-util --test etcd_failover -- --ignored --test-threads=1`.
 
-#![cfg(all(feature = "etcd", feature = "test-util", feature = "test-etcd-round-robin"))]
+#![cfg(all(feature = "etcd", feature = "test-util", idmint_negative_controls))]
 
 use std::{
     process::Command,

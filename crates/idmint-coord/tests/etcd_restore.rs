@@ -1,7 +1,7 @@
 //! The restore guard against real `etcd` processes (RELIABILITY.md, "an etcd cluster restored
 //! from a snapshot"): marks restored from an etcd snapshot into a new cluster are refused until
 //! `adopt_cluster` raises them, a cluster key that idmint did not write is refused, and the
-//! `test-no-restore-guard` negative control takes the stale marks as they are. And the wrong
+//! no-restore-guard negative control takes the stale marks as they are. And the wrong
 //! cluster: a server whose data directory remembers one cluster is refused on an empty, wiped
 //! or other one (`Remembered`), where without its memory it would start below its own IDs or
 //! on a generator ID another server holds. Without `etcd` on PATH the tests skip, unless
@@ -119,7 +119,7 @@ async fn a_cluster_key_idmint_did_not_write_is_refused() {
 
 /// Negative control: without the guard, the claim on the restored cluster takes the stale
 /// mark, below IDs that were issued, which is how IDs repeat after a restore.
-#[cfg(feature = "test-no-restore-guard")]
+#[cfg(idmint_negative_controls)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_guard_the_stale_mark_is_trusted() {
     let Some((_original, copy, _dir)) = restored().await else { return };

@@ -1,6 +1,6 @@
 //! `PostgresCoordinator` against real PostgreSQL servers (`idmint_coord::testing::Postgres`):
 //! the conformance suite, ten concurrent cold starts, a paused holder taken over (each with
-//! the `test-no-pg-fence` negative control), leases that outlive their TTL while renewed, the
+//! the no-pg-fence negative control), leases that outlive their TTL while renewed, the
 //! takeover time after a holder dies, a changed history raising every mark once, and the
 //! lineage a server remembers. Each test starts its own server on a free loopback port; they
 //! skip without PostgreSQL, unless `CI=true`.
@@ -31,10 +31,10 @@ fn options() -> PostgresOptions {
 async fn connect(server: &Postgres, fenced: bool) -> PostgresCoordinator {
     let coordinator =
         PostgresCoordinator::connect(&server.url(), options(), lease()).await.expect("connect");
-    #[cfg(feature = "test-no-pg-fence")]
+    #[cfg(idmint_negative_controls)]
     let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
-    #[cfg(not(feature = "test-no-pg-fence"))]
-    assert!(fenced, "the negative control needs feature test-no-pg-fence");
+    #[cfg(not(idmint_negative_controls))]
+    assert!(fenced, "the negative control needs a build with IDMINT_NEGATIVE_CONTROLS=1");
     coordinator
 }
 
@@ -78,7 +78,7 @@ async fn cold_start(server: &Postgres, fenced: bool) -> Vec<u64> {
         // Connecting creates the schema, which the lock below would block.
         let coordinator =
             PostgresCoordinator::connect(&url, options.clone(), lease()).await.expect("connect");
-        #[cfg(feature = "test-no-pg-fence")]
+        #[cfg(idmint_negative_controls)]
         let coordinator = if fenced { coordinator } else { coordinator.without_fence() };
         coordinators.push(coordinator);
     }
@@ -158,7 +158,7 @@ async fn ten_concurrent_cold_starts_get_ten_distinct_ids() {
 
 /// The negative control: without the exclusive check, the same cold start hands generator
 /// ID 0 to all ten, and the check above catches it.
-#[cfg(feature = "test-no-pg-fence")]
+#[cfg(idmint_negative_controls)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_fence_cold_starts_share_ids() {
     let Some(server) = testing::available(Postgres::start()) else { return };
@@ -254,7 +254,7 @@ async fn a_paused_holder_cannot_store_after_a_takeover() {
 
 /// The negative control: without the fence the paused holder's write succeeds, and the check
 /// above catches it.
-#[cfg(feature = "test-no-pg-fence")]
+#[cfg(idmint_negative_controls)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_fence_a_paused_holder_still_stores() {
     let Some(server) = testing::available(Postgres::start()) else { return };

@@ -1,7 +1,7 @@
 //! The Postgres post-promotion bump (RELIABILITY.md, T18) against real servers: a
 //! primary and a streaming standby (`pg_basebackup -R`) that lags, the primary killed, the
 //! standby promoted; the store must raise every row past what the lost primary handed out, once,
-//! before its first range. With feature `test-no-promotion-bump`, the negative control shows
+//! before its first range. With cfg `idmint_negative_controls`, the negative control shows
 //! the same promotion handing a lost range out again. Also: a restored history (a changed
 //! identity), rows without a recorded identity, an unreadable identity, a standby, the margins.
 //! Each test starts its own servers on free loopback ports; they skip without PostgreSQL,
@@ -113,14 +113,16 @@ async fn promote_lagging_standby(raising: bool) -> Option<Promotion> {
     })
 }
 
-#[cfg(feature = "test-no-promotion-bump")]
+#[cfg(idmint_negative_controls)]
 async fn without_bump(server: &Postgres) -> Result<PostgresStore, Error> {
     PostgresStore::connect_without_promotion_bump(&server.url(), options()).await
 }
 
-#[cfg(not(feature = "test-no-promotion-bump"))]
+#[cfg(not(idmint_negative_controls))]
 async fn without_bump(_server: &Postgres) -> Result<PostgresStore, Error> {
-    Err(Error::InvalidRequest("the negative control needs feature test-no-promotion-bump".into()))
+    Err(Error::InvalidRequest(
+        "the negative control needs a build with IDMINT_NEGATIVE_CONTROLS=1".into(),
+    ))
 }
 
 fn overlaps(a: &[Range<u64>], b: &[Range<u64>]) -> usize {
@@ -140,7 +142,7 @@ async fn a_promoted_lagging_standby_is_raised_past_every_range_its_primary_hande
 
 /// The negative control: without the bump, the promoted standby hands out again the ranges
 /// (and the counter value) its primary lost.
-#[cfg(feature = "test-no-promotion-bump")]
+#[cfg(idmint_negative_controls)]
 #[tokio::test]
 async fn without_the_bump_a_promoted_lagging_standby_hands_ranges_out_again() {
     let Some(p) = promote_lagging_standby(false).await else { return };

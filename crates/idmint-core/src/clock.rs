@@ -173,7 +173,7 @@ impl Anchor {
     /// ```
     pub fn now_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
         use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-        #[cfg(feature = "test-no-clock-guard")]
+        #[cfg(idmint_negative_controls)]
         if clock_guard_disabled() {
             self.last_wall_ms.store(wall_ms, Relaxed);
             return wall_ms;
@@ -209,7 +209,7 @@ impl Anchor {
     /// ```
     pub fn peek_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
         use std::sync::atomic::Ordering::Acquire;
-        #[cfg(feature = "test-no-clock-guard")]
+        #[cfg(idmint_negative_controls)]
         if clock_guard_disabled() {
             return wall_ms;
         }
@@ -234,10 +234,10 @@ impl Anchor {
     }
 }
 
-#[cfg(feature = "test-no-clock-guard")]
+#[cfg(idmint_negative_controls)]
 static NO_CLOCK_GUARD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// **Unsafe, tests only** (feature `test-no-clock-guard`): a negative control for the chaos
+/// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control for the chaos
 /// harness. From now on, in this process, [`Anchor::now_ms`] returns the wall clock as it is
 /// (backwards too) and generators restart at a clock behind their last ID instead of
 /// continuing above it, as Twitter's early snowflake did. It exists so that the harness can
@@ -246,18 +246,18 @@ static NO_CLOCK_GUARD: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 /// # Example
 ///
 /// ```
-/// # #[cfg(feature = "test-no-clock-guard")] {
+/// # #[cfg(idmint_negative_controls)] {
 /// idmint_core::disable_clock_guard_for_tests();
 /// assert_eq!(idmint_core::Anchor::new(0, 1_000, 0).now_ms(900, 10), 900);
 /// # }
 /// ```
-#[cfg(feature = "test-no-clock-guard")]
+#[cfg(idmint_negative_controls)]
 pub fn disable_clock_guard_for_tests() {
     NO_CLOCK_GUARD.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Whether [`disable_clock_guard_for_tests`] was called.
-#[cfg(feature = "test-no-clock-guard")]
+#[cfg(idmint_negative_controls)]
 pub(crate) fn clock_guard_disabled() -> bool {
     NO_CLOCK_GUARD.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -97,7 +97,7 @@ mod trace_id;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use crate::clock::ManualClock;
-#[cfg(feature = "test-no-clock-guard")]
+#[cfg(idmint_negative_controls)]
 pub use crate::clock::disable_clock_guard_for_tests;
 pub use crate::{
     any::{AnyBatch, AnyGenerator, AnyId},

@@ -222,7 +222,7 @@ impl Sequencer {
     #[inline(never)]
     fn successor(&self, last: u64, now_tick: u64, ceiling: u64) -> Result<Step, Error> {
         let last_tick = last >> self.seq_bits;
-        #[cfg(feature = "test-no-clock-guard")]
+        #[cfg(idmint_negative_controls)]
         let now_tick = if crate::clock::clock_guard_disabled() && now_tick < last_tick {
             // The negative control: forget the last ID and restart at the clock.
             return Ok(Step::Go(now_tick << self.seq_bits));

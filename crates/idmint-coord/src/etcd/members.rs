@@ -6,7 +6,7 @@
 //! linearizable read, which needs the member to have a leader) answers again.
 //!
 //! The `etcd-client` crate itself balances over all endpoints with no health tracking; with the
-//! feature `test-etcd-round-robin`, [`Members::round_robin`] keeps that behaviour as a negative
+//! cfg `idmint_negative_controls`, [`Members::round_robin`] keeps that behaviour as a negative
 //! control.
 
 use std::{
@@ -214,10 +214,10 @@ impl Members {
         Ok(members)
     }
 
-    /// **The round-robin control** (feature `test-etcd-round-robin`): one `etcd_client::Client`
+    /// **The round-robin control** (cfg `idmint_negative_controls`): one `etcd_client::Client`
     /// balanced over every endpoint, with no health tracking, one attempt per request under the
     /// whole request timeout, as idmint did before it tracked members.
-    #[cfg(feature = "test-etcd-round-robin")]
+    #[cfg(idmint_negative_controls)]
     pub(crate) async fn round_robin(
         endpoints: &[String],
         timing: Timing,

@@ -189,8 +189,8 @@ struct Inner {
     next: AtomicUsize,
     options: IcicleOptions,
     guard: Mutex<Guard>,
-    /// Set only by the `test-no-redis-guard` negative control: the guard accepts everything.
-    #[cfg(feature = "test-no-redis-guard")]
+    /// Set only by the no-redis-guard negative control: the guard accepts everything.
+    #[cfg(idmint_negative_controls)]
     unguarded: std::sync::atomic::AtomicBool,
 }
 
@@ -371,16 +371,16 @@ impl IcicleClient {
             next: AtomicUsize::new(0),
             options,
             guard: Mutex::new(Guard::default()),
-            #[cfg(feature = "test-no-redis-guard")]
+            #[cfg(idmint_negative_controls)]
             unguarded: std::sync::atomic::AtomicBool::new(false),
         };
         IcicleClient { inner: Arc::new(inner) }
     }
 
-    /// **Unsafe, tests only** (feature `test-no-redis-guard`): a negative control whose
+    /// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control whose
     /// failover guard accepts every batch and never fences a node, so that tests can show they
     /// catch the duplicates a failover causes without it. Applies to every clone.
-    #[cfg(feature = "test-no-redis-guard")]
+    #[cfg(idmint_negative_controls)]
     #[must_use]
     pub fn without_guard(self) -> Self {
         self.inner.unguarded.store(true, Ordering::Relaxed);
@@ -389,11 +389,11 @@ impl IcicleClient {
 
     /// Whether the guard is off (the negative control only).
     fn unguarded(&self) -> bool {
-        #[cfg(feature = "test-no-redis-guard")]
+        #[cfg(idmint_negative_controls)]
         {
             self.inner.unguarded.load(Ordering::Relaxed)
         }
-        #[cfg(not(feature = "test-no-redis-guard"))]
+        #[cfg(not(idmint_negative_controls))]
         {
             false
         }

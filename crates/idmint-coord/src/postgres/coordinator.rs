@@ -49,14 +49,14 @@ const LIST: &str = "SELECT namespace, generator_id, holder, epoch, \
                     (extract(epoch FROM (expires_at - now())) * 1000)::bigint, mark_ms, layout \
                     FROM idmint_claims ORDER BY namespace, generator_id";
 /// The negative control's claim: takes the row whatever its lease (no exclusive check).
-#[cfg(feature = "test-no-pg-fence")]
+#[cfg(idmint_negative_controls)]
 const TAKE_UNFENCED: &str = "INSERT INTO idmint_claims AS c (namespace, generator_id, holder, epoch, expires_at) \
      VALUES ($1, $2, $3, 1, now() + $4 * interval '1 millisecond') \
      ON CONFLICT (namespace, generator_id) DO UPDATE \
      SET holder = EXCLUDED.holder, epoch = c.epoch + 1, expires_at = EXCLUDED.expires_at \
      RETURNING c.epoch, c.mark_ms, c.layout";
 /// The negative control's mark write: no epoch and no lease compared.
-#[cfg(feature = "test-no-pg-fence")]
+#[cfg(idmint_negative_controls)]
 const MARK_UNFENCED: &str = "UPDATE idmint_claims SET mark_ms = $4, layout = $5, updated_at = now() \
      WHERE namespace = $1 AND generator_id = $2 AND $3::bigint IS NOT NULL \
      AND (mark_ms IS NULL OR mark_ms <= $4) RETURNING mark_ms";
@@ -222,7 +222,7 @@ struct Inner {
     store: PostgresStore,
     lease: PostgresLeaseOptions,
     held: Mutex<HashMap<u64, Arc<Held>>>,
-    /// Off only in the `test-no-pg-fence` negative control.
+    /// Off only in the no-pg-fence negative control.
     fence: AtomicBool,
     /// Renewals sent (for the upkeep measurement).
     renewals: AtomicU64,
@@ -287,7 +287,7 @@ impl PostgresCoordinator {
         })
     }
 
-    /// **Unsafe, tests only** (feature `test-no-pg-fence`): a negative control whose claims
+    /// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control whose claims
     /// take a generator ID whatever its lease (no exclusive check) and whose mark writes
     /// compare neither epoch nor lease, so that tests can show they catch what this lets
     /// through. Never enable the feature in a build that serves.
@@ -309,7 +309,7 @@ impl PostgresCoordinator {
     /// # Ok::<(), idmint_coord::Error>(())
     /// # }).unwrap();
     /// ```
-    #[cfg(feature = "test-no-pg-fence")]
+    #[cfg(idmint_negative_controls)]
     #[must_use]
     pub fn without_fence(self) -> Self {
         self.inner.fence.store(false, Ordering::Relaxed);
@@ -561,7 +561,7 @@ impl Inner {
     }
 
     fn take_sql(&self) -> &'static str {
-        #[cfg(feature = "test-no-pg-fence")]
+        #[cfg(idmint_negative_controls)]
         if !self.fenced() {
             return TAKE_UNFENCED;
         }
@@ -569,7 +569,7 @@ impl Inner {
     }
 
     fn mark_sql(&self) -> &'static str {
-        #[cfg(feature = "test-no-pg-fence")]
+        #[cfg(idmint_negative_controls)]
         if !self.fenced() {
             return MARK_UNFENCED;
         }

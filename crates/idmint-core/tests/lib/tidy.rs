@@ -480,15 +480,18 @@ fn missing_files(architecture: &str) -> Vec<String> {
             }
             if ROOTS.iter().any(|r| token.starts_with(r)) {
                 let pattern = token.trim_end_matches('/');
-                let found = files_under(&root).iter().any(|f| match pattern.split_once('*') {
-                    // `crates/*/src`: one folder name in place of the star.
-                    Some((before, after)) => f.strip_prefix(before).is_some_and(|rest| {
-                        rest.split_once('/').is_some_and(|(_, rest)| {
-                            format!("/{rest}/").starts_with(&format!("{after}/"))
-                        })
-                    }),
-                    None => f == pattern || f.starts_with(&format!("{pattern}/")),
-                });
+                // `files_under` skips hidden folders such as `.ci`: a plain path is looked up.
+                let plain = !pattern.contains('*') && root.join(pattern).exists();
+                let found = plain
+                    || files_under(&root).iter().any(|f| match pattern.split_once('*') {
+                        // `crates/*/src`: one folder name in place of the star.
+                        Some((before, after)) => f.strip_prefix(before).is_some_and(|rest| {
+                            rest.split_once('/').is_some_and(|(_, rest)| {
+                                format!("/{rest}/").starts_with(&format!("{after}/"))
+                            })
+                        }),
+                        None => f == pattern || f.starts_with(&format!("{pattern}/")),
+                    });
                 if !found {
                     missing.push(token);
                 }
@@ -676,102 +679,195 @@ fn the_dependency_table_of_architecture_md_matches_the_manifests() {
     assert!(!users("clap", "[dependencies]").contains("idmint-server"));
 }
 
-/// The test-only features of every manifest (`test-…`, except `test-util`, which is a public
-/// helper and removes nothing), each with the crates that define it.
-fn negative_control_features() -> BTreeMap<String, BTreeSet<String>> {
-    let mut features: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (name, text) in manifests() {
-        let mut inside = false;
-        for line in text.lines().map(str::trim) {
-            if line.starts_with('[') {
-                inside = line == "[features]";
-                continue;
-            }
-            let feature = line.split(['=', ' ']).next().unwrap_or_default();
-            if inside && feature.starts_with("test-") && feature != "test-util" {
-                features.entry(feature.to_owned()).or_default().insert(name.clone());
-            }
+/// The cfg of the negative controls, spelled in pieces so that this file is not one of the
+/// files that use it (ARCHITECTURE.md's "Checked rules" list them).
+fn controls_cfg() -> String {
+    ["idmint_negative", "_controls"].concat()
+}
+
+/// The test-only features of one manifest: `test-…` in `[features]`, except `test-util`, a
+/// public helper that removes nothing.
+fn test_only_features(manifest: &str) -> BTreeSet<String> {
+    let mut inside = false;
+    let mut features = BTreeSet::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[features]";
+            continue;
+        }
+        let feature = line.split(['=', ' ']).next().unwrap_or_default();
+        if inside && feature.starts_with("test-") && feature != "test-util" {
+            features.insert(feature.to_owned());
         }
     }
     features
 }
 
-/// ARCHITECTURE.md's table of negative controls is the manifests' list: every test-only
-/// feature, the crates that define it, and files that run it and name it; `scripts/chaos`
-/// builds every one the CLI has; and no document names a feature that does not exist.
-#[test]
-fn the_negative_controls_are_the_manifests_features() {
-    let architecture = architecture_md();
-    let rows = table_rows(&architecture, "| feature | defined in | removes | run by |");
-    let actual = negative_control_features();
-    assert!(actual.len() >= 8, "the manifests' features were found: {actual:?}");
-    let documented: BTreeMap<String, BTreeSet<String>> = rows
+/// The `#[…]` attributes right above the line of `item` in `text` (doc lines skipped), joined;
+/// `None` when `text` has no such line.
+fn attributes_above(text: &str, item: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|line| line.contains(item))?;
+    let attributes = lines[..at]
         .iter()
-        .map(|cells| {
-            (backticked(&cells[0]).into_iter().next().unwrap_or_default(), crate_names(&cells[1]))
+        .rev()
+        .map(|line| line.trim())
+        .take_while(|line| line.starts_with("///") || line.starts_with("#["))
+        .filter(|line| line.starts_with("#["))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(attributes)
+}
+
+/// The hidden flags of `crates/idmint-cli/src/controls.rs` (`unsafe_no_fence: bool` is
+/// `--unsafe-no-fence`), each with the attributes above it.
+fn cli_control_flags() -> BTreeMap<String, String> {
+    let controls =
+        fs::read_to_string(crates_dir().join("idmint-cli/src/controls.rs")).expect("controls.rs");
+    controls
+        .lines()
+        .filter_map(|line| line.trim().strip_suffix(": bool,"))
+        .filter(|field| field.starts_with("unsafe_no_"))
+        .map(|field| {
+            let attributes =
+                attributes_above(&controls, &format!("{field}: bool")).unwrap_or_default();
+            (format!("--{}", field.replace('_', "-")), attributes)
         })
-        .collect();
-    assert_eq!(documented, actual, "ARCHITECTURE.md's negative controls and the manifests differ");
+        .collect()
+}
+
+/// ARCHITECTURE.md's table of negative controls is the code's: its flags are the hidden flags
+/// of `controls.rs`, each compiled under the cfg and the feature the table says; each switch
+/// is a function compiled only under the cfg; each file said to run a control names its switch
+/// or flag; the crates that use the cfg are those whose identical `build.rs` sets it; the
+/// scripts build with `IDMINT_NEGATIVE_CONTROLS` where they must; and no manifest declares a
+/// test-only feature, nor does any file name the features the controls once were.
+#[test]
+fn the_negative_controls_are_the_codes() {
+    let architecture = architecture_md();
+    let cfg = controls_cfg();
+    let rows = table_rows(&architecture, "| flag | removes | switch | needs feature | run by |");
+    assert!(rows.len() >= 2, "the table was found: {rows:?}");
     let root = root_dir();
+    let sources: Vec<String> = files_containing("crates/*/src", std::slice::from_ref(&cfg))
+        .into_iter()
+        .map(|file| fs::read_to_string(root.join(&file)).expect("a source"))
+        .collect();
+    let flags = cli_control_flags();
+    let mut documented_flags = BTreeSet::new();
+    let mut wrong = Vec::new();
     for cells in &rows {
-        let feature = backticked(&cells[0]).into_iter().next().unwrap_or_default();
+        let cell = |i: usize| cells.get(i).cloned().unwrap_or_default();
+        let flag = backticked(&cell(0)).into_iter().find(|t| t.starts_with("--unsafe-no-"));
+        let switch = backticked(&cell(2)).into_iter().next().unwrap_or_default();
+        let name = switch.rsplit("::").next().unwrap_or_default().to_owned();
+        let feature = backticked(&cell(3)).into_iter().next();
+        // The switch is a function compiled only under the cfg.
+        let compiled = sources.iter().any(|text| {
+            attributes_above(text, &format!("fn {name}(")).is_some_and(|a| a.contains(&cfg))
+        });
+        if name.is_empty() || !compiled {
+            wrong.push(format!("`{switch}` is not a function compiled only under the cfg"));
+        }
+        // The flag's field in controls.rs is under the cfg and exactly the feature said.
+        if let Some(flag) = &flag {
+            documented_flags.insert(flag.clone());
+            let attributes = flags.get(flag).cloned().unwrap_or_default();
+            let needed = attributes.split("feature = \"").nth(1).and_then(|f| f.split('"').next());
+            if !attributes.contains(&cfg) || needed != feature.as_deref() {
+                wrong
+                    .push(format!("{flag}: controls.rs has `{attributes}`, the table {feature:?}"));
+            }
+        }
+        // Each file said to run it names its switch or its flag.
         let runners: Vec<String> =
-            backticked(&cells[3]).into_iter().filter(|t| t.contains('/')).collect();
-        assert!(!runners.is_empty(), "{feature}: nothing runs it");
+            backticked(&cell(4)).into_iter().filter(|t| t.contains('/')).collect();
+        if runners.is_empty() {
+            wrong.push(format!("`{switch}`: nothing runs it"));
+        }
         for runner in runners {
             let text = fs::read_to_string(root.join(&runner)).unwrap_or_default();
-            assert!(
-                text.contains(&feature),
-                "{runner} is said to run {feature} and does not name it"
-            );
-        }
-    }
-    // The chaos harness's unsafe build has every control of the CLI.
-    let chaos = fs::read_to_string(root.join("scripts/chaos")).expect("scripts/chaos");
-    let built: BTreeSet<&str> = chaos
-        .lines()
-        .filter(|line| line.trim_start().starts_with("build "))
-        .flat_map(|line| line.split_whitespace().skip_while(|w| *w != "--features").nth(1))
-        .flat_map(|list| list.split(','))
-        .collect();
-    let cli: Vec<&String> =
-        actual.iter().filter(|(_, crates)| crates.contains("idmint-cli")).map(|(f, _)| f).collect();
-    for feature in &cli {
-        assert!(
-            built.contains(feature.as_str()),
-            "scripts/chaos does not build {feature}: {built:?}"
-        );
-    }
-    // No document names a test-only feature the manifests do not have.
-    let mut documents: Vec<PathBuf> =
-        ["ARCHITECTURE.md", "DESIGN.md", "RELIABILITY.md", "README.md"]
-            .iter()
-            .map(|d| root.join(d))
-            .collect();
-    documents.extend(files_under(&root.join("docs")).iter().map(|f| root.join(f)));
-    documents.extend(files_under(&root.join("scripts")).iter().map(|f| root.join(f)));
-    let mut unknown = Vec::new();
-    for document in &documents {
-        let text = fs::read_to_string(document).unwrap_or_default();
-        for (at, _) in text.match_indices("test-no-") {
-            let name: String =
-                text[at..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '-').collect();
-            let name = name.trim_end_matches('-');
-            // `test-no-*`, `test-no-…`: the family, not a feature.
-            if name != "test-no" && !actual.contains_key(name) {
-                unknown.push(format!("{}: {name}", document.display()));
+            if !text.contains(&name) && !flag.as_ref().is_some_and(|f| text.contains(f.as_str())) {
+                wrong.push(format!(
+                    "{runner} is said to run `{switch}` and names neither it nor its flag"
+                ));
             }
         }
     }
+    let actual_flags: BTreeSet<String> = flags.keys().cloned().collect();
+    if documented_flags != actual_flags {
+        wrong.push(format!("flags: the table {documented_flags:?}, controls.rs {actual_flags:?}"));
+    }
+    // The crates that use the cfg are those whose build script sets it, one identical file.
+    let build_scripts: BTreeMap<String, String> = manifests()
+        .keys()
+        .filter_map(|name| {
+            let text = fs::read_to_string(crates_dir().join(name).join("build.rs")).ok()?;
+            text.contains(&format!("rustc-cfg={cfg}")).then(|| (name.clone(), text))
+        })
+        .collect();
+    let users: BTreeSet<String> = ["src", "tests"]
+        .iter()
+        .flat_map(|dir| files_containing(&format!("crates/*/{dir}"), std::slice::from_ref(&cfg)))
+        .filter_map(|file| file.split('/').nth(1).map(str::to_owned))
+        .collect();
+    let setters: BTreeSet<String> = build_scripts.keys().cloned().collect();
+    if users != setters {
+        wrong.push(format!("crates using the cfg {users:?}, build scripts setting it {setters:?}"));
+    }
+    if build_scripts.values().collect::<BTreeSet<_>>().len() != 1 {
+        wrong.push(format!("the build scripts of {setters:?} differ"));
+    }
+    // The scripts: the tests with the controls, the chaos harness's unsafe build only.
+    let script = |path: &str| fs::read_to_string(root.join(path)).expect("a script");
+    let (test_all, chaos, ci) =
+        (script("scripts/test-all"), script("scripts/chaos"), script(".ci/run"));
+    let set = "IDMINT_NEGATIVE_CONTROLS=1 ";
+    if !test_all.lines().any(|l| l.starts_with(&format!("{set}cargo test "))) {
+        wrong.push("scripts/test-all does not test with the controls".to_owned());
+    }
+    let chaos_builds: Vec<&str> =
+        chaos.lines().filter(|l| l.contains("build -p idmint-cli")).collect();
+    let unsafe_builds = chaos_builds.iter().filter(|l| l.starts_with(set)).count();
+    if !chaos.contains("\nunset IDMINT_NEGATIVE_CONTROLS\n")
+        || (chaos_builds.len(), unsafe_builds) != (2, 1)
+    {
+        wrong.push(format!(
+            "scripts/chaos must build one unsafe and one plain idmint: {chaos_builds:?}"
+        ));
+    }
+    if !ci.lines().any(|l| l.starts_with("scripts/no-hidden-controls ")) {
+        wrong.push(
+            ".ci/run does not check a plain binary with scripts/no-hidden-controls".to_owned(),
+        );
+    }
+    // No manifest declares a test-only feature, and no file names the old features.
+    for (name, manifest) in manifests() {
+        let features = test_only_features(&manifest);
+        if !features.is_empty() {
+            wrong.push(format!("{name} declares test-only features {features:?}: use the cfg"));
+        }
+    }
+    let old = [["test-", "no-"].concat(), ["test-etcd-", "round-robin"].concat()];
+    for file in repository_text_files() {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        if old.iter().any(|o| text.contains(o.as_str())) {
+            wrong.push(format!("{} names a former negative-control feature", file.display()));
+        }
+    }
     assert!(
-        unknown.is_empty(),
-        "documents name features that do not exist:\n{}",
-        unknown.join("\n")
+        wrong.is_empty(),
+        "the negative controls and ARCHITECTURE.md differ:\n{}",
+        wrong.join("\n")
     );
-    // Negative control: a row dropped from the table no longer matches.
-    let dropped: BTreeMap<_, _> =
-        documented.iter().skip(1).map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_ne!(dropped, actual);
+    // Negative controls: a feature declared again, a flag dropped from the table, a switch
+    // compiled without the cfg.
+    let declared = format!("[features]\n{} = [\"etcd\"]\n", old[0].clone() + "fence");
+    assert_eq!(test_only_features(&declared).len(), 1);
+    assert!(test_only_features("[features]\ntest-util = []\n").is_empty());
+    assert_eq!(actual_flags.len(), 7, "{actual_flags:?}");
+    let bare = "/// Doc.\n#[cfg(feature = \"etcd\")]\npub fn without_fence(self) -> Self {";
+    assert!(attributes_above(bare, "fn without_fence(").is_some_and(|a| !a.contains(&cfg)));
 }
 
 /// The commands of `idmint`: the variants of `enum Command` in the CLI's `main.rs`, in
