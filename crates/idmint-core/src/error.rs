@@ -178,6 +178,10 @@ pub enum Error {
         /// How many values there were.
         capacity: u64,
     },
+    /// The operating system's CSPRNG refused random bytes (UUIDv7's random bits); the ID was
+    /// not issued.
+    #[error("the operating system's random number generator failed: {0}")]
+    RandomUnavailable(String),
     /// A batch of zero IDs was asked for.
     #[error("batch size must be at least 1")]
     EmptyBatch,
