@@ -52,7 +52,8 @@
 //! # Text
 //!
 //! Every ID type has `Display`/`FromStr` in its layout's usual form and
-//! `to_text`/`parse_text` in any [`Format`]. With the `serde` feature (on by default) IDs
+//! `to_text`/`parse_text` in any [`Format`]. 128-bit IDs are also written as ULIDs and TypeIDs
+//! ([`Text128`]; a [`Uuid7`] defaults to the hyphenated UUID). With the `serde` feature (on by default) IDs
 //! serialize as strings, so JavaScript never rounds them.
 //!
 //! # Layouts chosen at run time
@@ -93,6 +94,7 @@ mod sequence_layout;
 mod snowflake;
 mod sonyflake;
 mod sonyflake_v2;
+mod text128;
 mod time_fmt;
 mod trace_id;
 mod uuid7;
@@ -125,6 +127,7 @@ pub use crate::{
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
     sonyflake_v2::SonyflakeV2,
+    text128::{Text128, TypePrefix, parse_typeid, typeid_text},
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},
     trace_id::{ChunkRegistry, ChunkedTraceIdGenerator, TraceId, TraceIdParts, TraceIdValidator},
     uuid7::{Uuid7, Uuid7Batch, Uuid7Generator, Uuid7Parts, Uuid7Split},

@@ -16,6 +16,7 @@ use crate::{
     next::Next,
     pack::low_mask,
     sequence::{Sequencer, Timing},
+    text128::{Text128, TypePrefix},
 };
 
 /// Bits of the Unix-millisecond timestamp (`unix_ts_ms`).
@@ -465,6 +466,77 @@ impl Uuid7 {
     /// ```
     pub const fn from_bytes(bytes: [u8; 16]) -> Result<Self, Error> {
         Self::from_u128(u128::from_be_bytes(bytes))
+    }
+
+    /// The ID as a ULID: 26 Crockford base32 characters, upper case, the same 128 bits.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let id: idmint_core::Uuid7 = "01890a5d-ac96-774b-bcce-b302099a8057".parse()?;
+    /// assert_eq!(id.to_ulid(), "01H455VB4PEX5VSKNK084SN02Q");
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn to_ulid(self) -> String {
+        Text128::Ulid.write(self.0)
+    }
+
+    /// Reads a ULID (either case) that holds a UUIDv7.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidText`] for a bad ULID, [`Error::InvalidId`] when its bits are not a
+    /// UUIDv7 (a ULID from a ULID generator has random bits where the version and variant go).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Uuid7;
+    ///
+    /// let id = Uuid7::parse_ulid("01h455vb4pex5vsknk084sn02q")?;
+    /// assert_eq!(id.to_string(), "01890a5d-ac96-774b-bcce-b302099a8057");
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn parse_ulid(text: &str) -> Result<Self, Error> {
+        Self::from_u128(Text128::Ulid.parse(text)?).map_err(named)
+    }
+
+    /// The ID as a TypeID with `prefix`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{TypePrefix, Uuid7};
+    ///
+    /// let id: Uuid7 = "01890a5d-ac96-774b-bcce-b302099a8057".parse()?;
+    /// assert_eq!(id.to_typeid(&TypePrefix::new("user")?), "user_01h455vb4pex5vsknk084sn02q");
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn to_typeid(self, prefix: &TypePrefix) -> String {
+        crate::text128::typeid_text(prefix, self.0)
+    }
+
+    /// Reads a TypeID that must have prefix `expected` and hold a UUIDv7.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TypePrefixMismatch`] naming both prefixes, [`Error::InvalidTypeId`] for text
+    /// that is no TypeID, [`Error::InvalidId`] for a suffix that is not a UUIDv7.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{Error, TypePrefix, Uuid7};
+    ///
+    /// let user = TypePrefix::new("user")?;
+    /// let id = Uuid7::parse_typeid("user_01h455vb4pex5vsknk084sn02q", &user)?;
+    /// assert_eq!(id.unix_ms(), 1_688_096_058_518);
+    /// let err = Uuid7::parse_typeid("order_01h455vb4pex5vsknk084sn02q", &user).unwrap_err();
+    /// assert!(matches!(err, Error::TypePrefixMismatch { .. }));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn parse_typeid(text: &str, expected: &TypePrefix) -> Result<Self, Error> {
+        Self::from_u128(Text128::TypeId(expected.clone()).parse(text)?).map_err(named)
     }
 
     /// A lock-free generator of UUIDv7s for generator ID `generator` under the default split.
