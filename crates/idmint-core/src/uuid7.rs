@@ -2,9 +2,12 @@
 //! configurable split of the 74 bits after the timestamp ([`Uuid7Split`]), its lock-free
 //! sans-I/O generator, and the `uuid7` layout. Unique across a fleet by construction (the
 //! generator ID), strictly increasing per generator (a dedicated counter, RFC 9562 §6.2
-//! method 1), and unpredictable beyond the counter (random bits from the OS CSPRNG).
+//! method 1), and unpredictable beyond the counter (random bits from ChaCha12 keyed from the OS
+//! CSPRNG).
 
 use std::{cell::RefCell, fmt, iter::FusedIterator, str::FromStr, sync::Arc};
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::{
     any::{AnyBatch, AnyGenerator, AnyId, OtherGenerator},
@@ -221,7 +224,7 @@ const fn payload_of(value: u128) -> u128 {
 /// | 75..=64 | `counter`: orders the IDs of one millisecond | `rand_a` | 12 |
 /// | 63..=62 | variant, always `10` | `var` | 2 |
 /// | 61..=46 | `generator`: the claimed generator ID | `rand_b` (top) | 16 |
-/// | 45..=0 | `random`: from the OS CSPRNG | `rand_b` (rest) | 46 |
+/// | 45..=0 | `random`: ChaCha12 keyed from the OS CSPRNG | `rand_b` (rest) | 46 |
 ///
 /// Other splits move the boundaries after bit 76 (a `sub_ms` field, then `counter`,
 /// `generator` and `random`, in that order, jumping over the variant); see
@@ -407,16 +410,16 @@ impl Uuid7 {
     /// assert!(Uuid7::from_u128(0x01890a5d_ac96_774b_bcce_b302099a8057).is_ok());
     /// assert!(Uuid7::from_u128(0x01890a5d_ac96_474b_bcce_b302099a8057).is_err());
     /// ```
-    pub const fn from_u128(value: u128) -> Result<Self, Error> {
+    pub fn from_u128(value: u128) -> Result<Self, Error> {
         if value & VERSION_MASK != VERSION_BITS {
             return Err(Error::InvalidId {
-                layout: String::new(),
+                layout: NAME.to_owned(),
                 reason: "the version nibble (bits 79..=76) is not 7",
             });
         }
         if value & VARIANT_MASK != VARIANT_BITS {
             return Err(Error::InvalidId {
-                layout: String::new(),
+                layout: NAME.to_owned(),
                 reason: "the variant (bits 63..=62) is not 0b10 (RFC 9562)",
             });
         }
@@ -464,7 +467,7 @@ impl Uuid7 {
     /// assert_eq!(Uuid7::from_bytes(id.to_bytes())?, id);
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
-    pub const fn from_bytes(bytes: [u8; 16]) -> Result<Self, Error> {
+    pub fn from_bytes(bytes: [u8; 16]) -> Result<Self, Error> {
         Self::from_u128(u128::from_be_bytes(bytes))
     }
 
@@ -671,42 +674,43 @@ mod serde_impls {
     }
 }
 
-/// Random bytes from the OS CSPRNG, drawn 4 KiB at a time per thread, so that a UUID costs a
-/// copy rather than a system call.
-const POOL_BYTES: usize = 4096;
+/// How many random bytes a thread's ChaCha12 stream gives before it is keyed again from the OS
+/// (as `rand`'s `ThreadRng` does).
+const RESEED_BYTES: u64 = 64 * 1024;
 
-/// One thread's unused random bytes.
+/// One thread's CSPRNG: ChaCha12 keyed with 32 bytes from the OS, and the bytes it has given
+/// since.
 struct Pool {
-    bytes: [u8; POOL_BYTES],
-    /// The next unused byte; `POOL_BYTES` when the pool is empty.
-    next: usize,
+    rng: Option<StdRng>,
+    given: u64,
 }
 
 thread_local! {
-    static POOL: RefCell<Pool> = const { RefCell::new(Pool { bytes: [0; POOL_BYTES], next: POOL_BYTES }) };
+    static POOL: RefCell<Pool> = const { RefCell::new(Pool { rng: None, given: 0 }) };
 }
 
-/// 64 random bits from the OS CSPRNG (through the thread's pool).
+/// 64 random bits: from this thread's ChaCha12 stream, keyed from the OS CSPRNG and re-keyed
+/// every [`RESEED_BYTES`].
 #[inline]
 fn random_u64() -> Result<u64, Error> {
     POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
-        if pool.next + 8 > POOL_BYTES {
-            refill(&mut pool.bytes)?;
-            pool.next = 0;
+        if pool.given >= RESEED_BYTES || pool.rng.is_none() {
+            pool.rng = Some(seeded()?);
+            pool.given = 0;
         }
-        let at = pool.next;
-        pool.next = at + 8;
-        let mut word = [0; 8];
-        word.copy_from_slice(&pool.bytes[at..at + 8]);
-        Ok(u64::from_ne_bytes(word))
+        pool.given += 8;
+        Ok(pool.rng.as_mut().map_or(0, Rng::next_u64))
     })
 }
 
+/// A ChaCha12 stream keyed with 32 bytes from the OS CSPRNG.
 #[cold]
 #[inline(never)]
-fn refill(bytes: &mut [u8; POOL_BYTES]) -> Result<(), Error> {
-    getrandom::fill(bytes).map_err(|e| Error::RandomUnavailable(e.to_string()))
+fn seeded() -> Result<StdRng, Error> {
+    let mut key = [0; 32];
+    getrandom::fill(&mut key).map_err(|e| Error::RandomUnavailable(e.to_string()))?;
+    Ok(StdRng::from_seed(key))
 }
 
 /// A lock-free, sans-I/O generator of [`Uuid7`]s for one generator ID.
@@ -724,7 +728,8 @@ fn refill(bytes: &mut [u8; POOL_BYTES]) -> Result<(), Error> {
 ///   strictly after the mark, and [`set_ceiling_ms`](Self::set_ceiling_ms) stops it past the
 ///   mark it may issue up to: strictly increasing across restarts, as for the 64-bit layouts.
 ///
-/// The random bits come from the OS CSPRNG (`getrandom`), 4 KiB per thread at a time.
+/// The random bits come from a ChaCha12 stream per thread, keyed from the OS CSPRNG
+/// (`getrandom`) and re-keyed every 64 KiB.
 ///
 /// # Example
 ///
@@ -1460,6 +1465,24 @@ mod tests {
             matches!(err, Error::ClockBackward { behind_ms: 2_000, tolerance_ms: 1_000 }),
             "{err:?}"
         );
+    }
+
+    /// Two generators of a fleet at the same instant: their IDs never meet, because the
+    /// generator field differs. The control: with one generator ID shared by both (the claim
+    /// removed), every (time, counter, generator) triple repeats, and only the 46 random bits
+    /// keep the IDs apart, by chance.
+    #[test]
+    fn a_fleet_is_unique_by_the_generator_id_not_by_chance() {
+        let stable = |id: Uuid7| id.as_u128() >> 46;
+        let ids = |generator| {
+            let g = Uuid7::generator(generator, &GeneratorConfig::default()).unwrap();
+            (0..4_096).map(|_| ready(g.next(T))).collect::<Vec<_>>()
+        };
+        let (a, b) = (ids(1), ids(2));
+        let a_stable: HashSet<u128> = a.iter().copied().map(stable).collect();
+        assert!(b.iter().all(|&id| !a_stable.contains(&stable(id))), "distinct generators");
+        let shared = ids(1);
+        assert!(shared.iter().all(|&id| a_stable.contains(&stable(id))), "control: all repeat");
     }
 
     #[test]
