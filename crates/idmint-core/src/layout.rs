@@ -207,7 +207,7 @@ impl Layout {
         self.kind.epoch_ms()
     }
 
-    /// The ID's width: 128 for `hot-guid`, 64 otherwise.
+    /// The ID's width: 128 for `hot-guid` and `uuid7`, 64 otherwise.
     ///
     /// # Example
     ///
