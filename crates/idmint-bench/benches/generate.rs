@@ -15,6 +15,9 @@
 //! - `unsaturated_burst`: real clocks, bursts of 1,000 calls that start just after the clock
 //!   moves to a new millisecond; only the calls are timed, the wait for the next millisecond
 //!   is not. 1,000 per ms is well under a 12-bit sequence's 4,096.
+//! - `uuid7`: the typed `uuid7` generator beside the typed snowflake one (both on the counter
+//!   clock) and `uuid::Uuid::now_v7()` (system clock, as always), and `uuid7` batches: one
+//!   reservation of a fresh millisecond's 4,096 IDs, with and without reading them.
 //! - `saturated`: real clocks in a tight loop, spinning whenever the millisecond's sequence is
 //!   used up: every 12-bit snowflake is pinned at its ceiling of 4,096 IDs per ms (244 ns).
 
@@ -40,7 +43,7 @@ use ferroid::{
 use idmint_core::{
     ChunkRegistry, ChunkedTraceIdGenerator, Clock, DecimalIdGenerator, Error, Flake,
     GeneratorConfig, HotGuid, Icicle, Js53, Lable, LableMode, Layout, Next, Snowflake, Sonyflake,
-    SystemClock, TraceId,
+    SystemClock, TraceId, Uuid7, Uuid7Generator,
 };
 use idmint_runtime::{BlockingGenerator, ClockDriven, SpinWait, TickingClock};
 
@@ -353,6 +356,61 @@ fn peers_single_thread(group: &mut BenchmarkGroup<'_, WallTime>) {
     group.bench_function("ulid/monotonic", |b| {
         b.iter(|| monotonic.generate().expect("ulid overflow"))
     });
+}
+
+/// The next `uuid7` from `generator`, reading the counter clock (as [`next_counted`]; the
+/// `uuid7` generator is not a `ClockDriven` source of `idmint-runtime`).
+#[inline(always)]
+fn next_uuid7(generator: &Uuid7Generator, clock: &CounterClock) -> Uuid7 {
+    loop {
+        match generator.next(clock.read()) {
+            Ok(Next::Ready(id)) => return id,
+            Ok(Next::Wait { until_ms }) => clock.advance_to(until_ms),
+            Err(Error::ClockBackward { behind_ms, .. }) => clock.advance_by(behind_ms),
+            Err(error) => fail(error),
+        }
+    }
+}
+
+/// `uuid7` beside the typed snowflake and `uuid::Uuid::now_v7()`, in one group so that one run
+/// gives the ratios; and its batch reservation, per ID.
+fn uuid7(c: &mut Criterion) {
+    let mut group = c.benchmark_group("uuid7");
+    configure(&mut group);
+    let config = GeneratorConfig::default();
+    let snowflake = ok(Snowflake::generator(1, 7, &config));
+    let clock = CounterClock::new(SystemClock.now_ms(), PER_MS_4096.shift);
+    group.bench_function("idmint/snowflake (typed next)", |b| {
+        b.iter(|| next_counted(&snowflake, &clock))
+    });
+    let generator = ok(Uuid7::generator(7, &config));
+    let clock = CounterClock::new(SystemClock.now_ms(), PER_MS_4096.shift);
+    group
+        .bench_function("idmint/uuid7 (typed next)", |b| b.iter(|| next_uuid7(&generator, &clock)));
+    group.bench_function("uuid/now_v7", |b| b.iter(uuid::Uuid::now_v7));
+
+    let generator = ok(Uuid7::generator(8, &config));
+    let mut now_ms = SystemClock.now_ms();
+    group.throughput(Throughput::Elements(4096));
+    group.bench_function("idmint/uuid7 (reserve only)", |b| {
+        b.iter(|| {
+            now_ms += 1;
+            ok(generator.next_batch(now_ms, 4096))
+        })
+    });
+    group.bench_function("idmint/uuid7 (reserve + iterate)", |b| {
+        b.iter(|| {
+            now_ms += 1;
+            match generator.next_batch(now_ms, 4096) {
+                Ok(Next::Ready(batch)) => batch.for_each(|id| {
+                    black_box(id);
+                }),
+                Ok(Next::Wait { until_ms }) => panic!("a fresh millisecond waits ({until_ms})"),
+                Err(error) => fail(error),
+            }
+        })
+    });
+    group.finish();
 }
 
 fn two_threads_group(c: &mut Criterion) {
@@ -695,6 +753,6 @@ fn saturated(c: &mut Criterion) {
 criterion_group!(
     name = benches;
     config = Criterion::default().without_plots();
-    targets = single_thread, two_threads_group, batch, unsaturated_burst, saturated
+    targets = single_thread, two_threads_group, batch, unsaturated_burst, saturated, uuid7
 );
 criterion_main!(benches);

@@ -27,7 +27,7 @@ use crate::{
 pub enum AnyId {
     /// A 64-bit ID.
     U64(u64),
-    /// A 128-bit ID (HotGuid).
+    /// A 128-bit ID (`hot-guid`, `uuid7`).
     U128(u128),
 }
 

@@ -1,6 +1,6 @@
 //! Naming an ID of unknown origin: [`detect`] reads a text as every format it can be (idmint's
 //! built-in layouts, and the formats of the private `formats` table: UUID v1–v8, ULID, KSUID,
-//! xid, ObjectId, SCRU128, TSID, Discord, Instagram and Mastodon IDs), and ranks the readings
+//! xid, ObjectId, SCRU128, TSID, Discord, Instagram and Mastodon IDs, and TypeIDs), and ranks the readings
 //! by how plausible they are.
 //!
 //! # Ranking
@@ -20,7 +20,10 @@
 mod formats;
 mod radix;
 
-use crate::{any::AnyId, error::Error, field::FieldValue, format::Format, layout::Layout};
+use crate::{
+    any::AnyId, error::Error, field::FieldValue, format::Format, layout::Layout,
+    text128::TypePrefix, uuid7::Uuid7,
+};
 
 use formats::{KNOWN, Known, Text};
 
@@ -130,6 +133,9 @@ pub fn detect(text: &str, now_ms: u64) -> Result<Vec<Candidate>, Error> {
         {
             found.push((candidate, true));
         }
+    }
+    if let Ok((prefix, value)) = crate::text128::parse_typeid(text) {
+        found.push((typeid_reading(text, &prefix, value, now_ms), true));
     }
     for (name, _) in Layout::builtins() {
         let layout = Layout::builtin(name)?;
@@ -279,6 +285,42 @@ fn layout_reading(
     })
 }
 
+/// A candidate for a TypeID: its prefix, and its UUID's RFC 9562 fields when the UUID is a
+/// version 7 (whose marker bits and time then rank it), else the UUID as hex.
+fn typeid_reading(text: &str, prefix: &TypePrefix, value: u128, now_ms: u64) -> Candidate {
+    let field =
+        |name: &str, value: FieldValue, bits| DetectedField { name: name.to_owned(), value, bits };
+    let mut fields = vec![field("prefix", FieldValue::Text(prefix.as_str().to_owned()), None)];
+    let (marker, timing) = match Uuid7::from_u128(value) {
+        Ok(id) => {
+            let bits = |shift: u32, width: u32| (value >> shift) as u64 & ((1 << width) - 1);
+            fields.extend([
+                field("unix_ts_ms", FieldValue::Number(id.unix_ms()), Some(48)),
+                field("version", FieldValue::Number(bits(76, 4)), Some(4)),
+                field("rand_a", FieldValue::Number(bits(64, 12)), Some(12)),
+                field("variant", FieldValue::Number(bits(62, 2)), Some(2)),
+                field("rand_b", FieldValue::Number(bits(0, 62)), Some(62)),
+            ]);
+            (true, Timing::At(id.unix_ms()))
+        }
+        Err(_) => {
+            fields.push(field("uuid", FieldValue::Text(format!("{value:032x}")), Some(128)));
+            (false, Timing::None)
+        }
+    };
+    let (score, why) = rank(marker, &timing, now_ms);
+    let what = if marker { "a UUIDv7" } else { "a UUID of another version" };
+    Candidate {
+        layout: "typeid".to_owned(),
+        about: "TypeID (jetify-com/typeid 0.3): a type prefix, `_`, and a UUID as 26 lower-case base32 characters".to_owned(),
+        id: text.to_owned(),
+        fields,
+        time_ms: time_of(&timing),
+        score,
+        reason: format!("TypeID with prefix `{prefix}` holding {what}; {why}"),
+    }
+}
+
 /// The time to show.
 fn time_of(timing: &Timing) -> Option<u64> {
     match *timing {
@@ -343,5 +385,25 @@ mod tests {
         assert_eq!(rank(false, &Timing::At(u64::MAX), u64::MAX).0, 2999);
         assert_eq!(rank(false, &Timing::At(PLAUSIBLE_FROM_MS), u64::MAX).0, 2000);
         assert_eq!(rank(false, &Timing::At(PLAUSIBLE_FROM_MS), 0).0, 0);
+    }
+
+    /// A TypeID is named with its prefix and its UUID's fields; a v7 one ranks first, by its
+    /// marker bits and time; one of another version is still named, below; a bad one is not.
+    #[test]
+    fn typeids_are_recognised_and_ranked() {
+        let found = detect("user_01h455vb4pex5vsknk084sn02q", NOW).unwrap();
+        let best = &found[0];
+        assert_eq!((best.layout.as_str(), best.time_ms), ("typeid", Some(1_688_096_058_518)));
+        assert!(best.score >= 3000, "{best:?}");
+        assert_eq!(best.fields[0].value, FieldValue::Text("user".into()));
+        assert!(best.reason.contains("prefix `user`"), "{}", best.reason);
+        let other = detect("prefix_0123456789abcdefghjkmnpqrs", NOW).unwrap();
+        assert_eq!((other[0].layout.as_str(), other[0].score), ("typeid", 1000));
+        // Without a prefix the text is a ULID too: both readings are listed.
+        let bare = detect("01h455vb4pex5vsknk084sn02q", NOW).unwrap();
+        let names: Vec<_> = bare.iter().map(|c| c.layout.as_str()).collect();
+        assert!(names.contains(&"typeid") && names.contains(&"ulid"), "{names:?}");
+        assert_eq!(bare[0].layout, "typeid", "the v7 marker bits rank it first");
+        assert!(detect("User_01h455vb4pex5vsknk084sn02q", NOW).is_err());
     }
 }

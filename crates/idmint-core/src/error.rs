@@ -178,6 +178,21 @@ pub enum Error {
         /// How many values there were.
         capacity: u64,
     },
+    /// The operating system's CSPRNG refused random bytes (UUIDv7's random bits); the ID was
+    /// not issued.
+    #[error("the operating system's random number generator failed: {0}")]
+    RandomUnavailable(String),
+    /// A text is not a TypeID (TypeID specification 0.3), or a prefix is not a TypeID prefix.
+    #[error("invalid TypeID: {0}")]
+    InvalidTypeId(String),
+    /// A TypeID has another prefix than the one expected (an order ID where a user ID belongs).
+    #[error("TypeID prefix `{found}` where `{expected}` was expected")]
+    TypePrefixMismatch {
+        /// The prefix expected (empty: none).
+        expected: String,
+        /// The prefix the text has (empty: none).
+        found: String,
+    },
     /// A batch of zero IDs was asked for.
     #[error("batch size must be at least 1")]
     EmptyBatch,

@@ -54,7 +54,7 @@ pub const MAX_BACKWARD_LIMIT_MS: u64 = 86_400_000;
 pub const BORROW_LIMIT_MS: u64 = 3_600_000;
 
 impl GeneratorConfig {
-    fn check(&self) -> Result<(), Error> {
+    pub(crate) fn check(&self) -> Result<(), Error> {
         if self.max_backward_ms > MAX_BACKWARD_LIMIT_MS {
             return Err(Error::InvalidConfig(format!(
                 "max_backward_ms {} is above the limit of {MAX_BACKWARD_LIMIT_MS}",

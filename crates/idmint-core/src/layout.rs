@@ -55,6 +55,7 @@ const BUILTINS: &[Builtin] = &[
     crate::js53::BUILTIN,
     crate::sequence_layout::BUILTIN,
     crate::sonyflake_v2::BUILTIN,
+    crate::uuid7::BUILTIN,
 ];
 
 impl Layout {
@@ -104,6 +105,11 @@ impl Layout {
     /// ```
     pub fn custom(layout: BitLayout) -> Self {
         Layout { kind: Arc::new(layout) }
+    }
+
+    /// A layout of a kind that is not a bit layout (a `uuid7` split, ...).
+    pub(crate) fn from_kind(kind: Arc<dyn LayoutKind>) -> Self {
+        Layout { kind }
     }
 
     /// The same layout with another epoch (Unix ms), for layouts whose time counts from one.
@@ -201,7 +207,7 @@ impl Layout {
         self.kind.epoch_ms()
     }
 
-    /// The ID's width: 128 for `hot-guid`, 64 otherwise.
+    /// The ID's width: 128 for `hot-guid` and `uuid7`, 64 otherwise.
     ///
     /// # Example
     ///

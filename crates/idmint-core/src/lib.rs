@@ -32,6 +32,7 @@
 //! | tracing or log IDs, very fast, unique for a year | [`TraceId`] | 4.19 M IDs/s per node; the seconds wrap every 388 days |
 //! | IDs people read aloud, no clock at all | [`DecimalId`] | `counter·10^10 + generator·10^5 + launch` |
 //! | plain, dense integers handed out by a database | the `sequence` [`Layout`] | 1..=2^63−1, no clock; IDs come from a segment store (`idmint-coord`), not a generator |
+//! | a UUID primary key, sortable by time, unique across a fleet by construction | [`Uuid7`] | RFC 9562 UUIDv7: 4,096 IDs/ms per generator, 65,536 generators, 46 random bits; UUID, ULID or TypeID text |
 //! | a shard key inside a GUID | [`HotGuid`] | 128-bit .NET Guid ordered by time, with a 32-bit shard key |
 //! | row keys spread evenly over a key-value store | [`Lable`] in [`LableMode::Spread`] | the bit-reversed timestamp scatters consecutive IDs |
 //! | your own bit widths, tick and epoch | [`BitLayout`] from a [`LayoutConfig`] | validated, with a lifetime and capacity calculator ([`BitLayout::capacity`]) |
@@ -51,7 +52,8 @@
 //! # Text
 //!
 //! Every ID type has `Display`/`FromStr` in its layout's usual form and
-//! `to_text`/`parse_text` in any [`Format`]. With the `serde` feature (on by default) IDs
+//! `to_text`/`parse_text` in any [`Format`]. 128-bit IDs are also written as ULIDs and TypeIDs
+//! ([`Text128`]; a [`Uuid7`] defaults to the hyphenated UUID). With the `serde` feature (on by default) IDs
 //! serialize as strings, so JavaScript never rounds them.
 //!
 //! # Layouts chosen at run time
@@ -92,8 +94,10 @@ mod sequence_layout;
 mod snowflake;
 mod sonyflake;
 mod sonyflake_v2;
+mod text128;
 mod time_fmt;
 mod trace_id;
+mod uuid7;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use crate::clock::ManualClock;
@@ -123,6 +127,8 @@ pub use crate::{
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
     sonyflake_v2::SonyflakeV2,
+    text128::{Text128, TypePrefix, parse_typeid, typeid_text},
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},
     trace_id::{ChunkRegistry, ChunkedTraceIdGenerator, TraceId, TraceIdParts, TraceIdValidator},
+    uuid7::{Uuid7, Uuid7Batch, Uuid7Generator, Uuid7Parts, Uuid7Split},
 };

@@ -12,6 +12,7 @@
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
 //! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
+//! | `uuid7_conformance` | `uuid7` against the `uuid` and `ulid` crates and the TypeID specification's own cases; text round trips (proptest) |
 //! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core; ARCHITECTURE.md's claims and README.md's layout table against the code and manifests; no citation of what is outside the repository |
 //!
 //! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
@@ -38,5 +39,7 @@ mod tidy;
 mod upstream;
 #[path = "lib/upstream_edges.rs"]
 mod upstream_edges;
+#[path = "lib/uuid7_conformance.rs"]
+mod uuid7_conformance;
 #[path = "lib/vectors.rs"]
 mod vectors;

@@ -26,12 +26,13 @@ fn every_layout_says_how_it_is_issued_and_ordered() {
     check(builtin("flake"), Increasing, Clock);
     check(builtin("js53"), Increasing, Clock);
     check(builtin("hot-guid"), Increasing, Clock);
+    check(builtin("uuid7"), Increasing, Clock);
     check(builtin("lable"), Unordered, Clock);
     check(builtin("trace-id"), KSorted, Clock);
     check(builtin("decimal-id"), Increasing, Counters);
     check(builtin("sequence"), Increasing, Store);
     check(Layout::custom(custom_layout()), Increasing, Clock);
-    assert_eq!(Layout::builtins().len(), 11, "a new built-in needs a line here");
+    assert_eq!(Layout::builtins().len(), 12, "a new built-in needs a line here");
 }
 
 /// An order's name is what JSON and gRPC carry, and reads back.
