@@ -231,7 +231,7 @@ fn gen_a_million_snowflakes() {
 
 #[test]
 fn gen_every_layout_with_node_fields() {
-    let cases: [(&str, &[&str]); 10] = [
+    let cases: [(&str, &[&str]); 11] = [
         ("snowflake", &["datacenter=3", "worker=7"]),
         ("sonyflake", &["machine=4242"]),
         ("sonyflake-v2", &["machine=4242"]),
@@ -242,6 +242,7 @@ fn gen_every_layout_with_node_fields() {
         ("decimal-id", &["generator_id=92", "launch_id=65"]),
         ("hot-guid", &["process=1e98e91234", "shard_key=208"]),
         ("js53", &["node=42"]),
+        ("uuid7", &["generator=4242"]),
     ];
     // Every layout with a generator; `sequence` has none (its IDs come from a segment store)
     // and says so in one line.

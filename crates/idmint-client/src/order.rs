@@ -110,11 +110,12 @@ mod tests {
         check("js53", Order::Increasing);
         check("decimal-id", Order::Increasing);
         check("hot-guid", Order::Increasing);
+        check("uuid7", Order::Increasing);
         check("sequence", Order::Increasing);
         check("lable", Order::Unordered);
         check("trace-id", Order::Unordered);
         let names: Vec<&str> = Layout::builtins().iter().map(|(name, _)| *name).collect();
-        assert_eq!(names.len(), 11, "a new built-in layout needs a row above: {names:?}");
+        assert_eq!(names.len(), 12, "a new built-in layout needs a row above: {names:?}");
     }
 
     #[test]
