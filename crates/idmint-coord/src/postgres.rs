@@ -321,20 +321,32 @@ impl PostgresStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, Error> {
         let conn = self.conn().await?;
+        self.execute(what, &conn, statement(&conn), params).await
+    }
+
+    /// Sends `statement` on `conn` under the request timeout, counting the round trip. A
+    /// closed connection or a timeout drops `conn`, so that the next call reconnects.
+    async fn execute(
+        &self,
+        what: &str,
+        conn: &Arc<Conn>,
+        statement: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error> {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         let timeout = self.options.request_timeout;
-        match tokio::time::timeout(timeout, conn.client.query(statement(&conn), params)).await {
+        match tokio::time::timeout(timeout, conn.client.query(statement, params)).await {
             Ok(Ok(rows)) => Ok(rows),
             Ok(Err(e)) => {
                 if e.is_closed() || conn.client.is_closed() {
-                    self.forget(&conn).await;
+                    self.forget(conn).await;
                 }
                 Err(failed(what, &e))
             }
             Err(_) => {
                 // The statement may still commit: its result is never used (a gap). The
                 // connection is in an unknown state, so a new one is opened.
-                self.forget(&conn).await;
+                self.forget(conn).await;
                 Err(unavailable(format!("{what} got no answer within {timeout:?}")))
             }
         }
@@ -381,21 +393,7 @@ impl PostgresStore {
                 statement
             }
         };
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let timeout = self.options.request_timeout;
-        match tokio::time::timeout(timeout, conn.client.query(&statement, params)).await {
-            Ok(Ok(rows)) => Ok(rows),
-            Ok(Err(e)) => {
-                if e.is_closed() || conn.client.is_closed() {
-                    self.forget(&conn).await;
-                }
-                Err(failed(what, &e))
-            }
-            Err(_) => {
-                self.forget(&conn).await;
-                Err(unavailable(format!("{what} got no answer within {timeout:?}")))
-            }
-        }
+        self.execute(what, &conn, &statement, params).await
     }
 
     /// The history identity recorded in `idmint_meta` (its system identifier), the database's
