@@ -56,6 +56,32 @@ pub trait CounterStore: Send + Sync + fmt::Debug {
     /// [`Error::NotDurable`] or [`Error::Unavailable`] when the store could not (or may not)
     /// have counted.
     async fn next(&self, name: &str, max: u64) -> Result<u64, Error>;
+
+    /// Raises the counter `name` to `value` (in `1..=max`) and returns it, durable before it
+    /// returns, when the counter is below `value`; otherwise writes nothing. A value the
+    /// caller chose (a DecimalId launch ID from deployment config) is so taken at most once,
+    /// by any process, and never after [`next`](Self::next) has counted past it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Taken`] when the counter is already at `value` or above;
+    /// [`Error::InvalidRequest`] for an invalid name, a `value` of 0 or above `max`, or a
+    /// `max` above `2^63 − 1`; the store's errors as for [`next`](Self::next).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_coord::{CounterStore, Error, MemoryStore};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let counters = MemoryStore::new();
+    /// assert_eq!(counters.take("launch", 7, 99_999).await?, 7);
+    /// assert!(matches!(counters.take("launch", 7, 99_999).await, Err(Error::Taken { current: 7, .. })));
+    /// assert_eq!(counters.next("launch", 99_999).await?, 8);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    async fn take(&self, name: &str, value: u64, max: u64) -> Result<u64, Error>;
 }
 
 /// Checks a counter request: a valid name and `max <= 2^63 − 1` (every store keeps values in a
@@ -70,6 +96,25 @@ pub(crate) fn check_counter_request(name: &str, max: u64) -> Result<(), Error> {
     Ok(())
 }
 
+/// Checks a [`CounterStore::take`] request: a valid counter request and `value` in `1..=max`.
+pub(crate) fn check_take_request(name: &str, value: u64, max: u64) -> Result<(), Error> {
+    check_counter_request(name, max)?;
+    if !(1..=max).contains(&value) {
+        return Err(Error::InvalidRequest(format!(
+            "a value taken from counter `{name}` must be 1 to {max}, not {value}"
+        )));
+    }
+    Ok(())
+}
+
+/// The rule of [`CounterStore::take`] on a counter at `current`: `value` if it is above.
+pub(crate) fn taken_after(name: &str, current: u64, value: u64) -> Result<u64, Error> {
+    if current >= value {
+        return Err(Error::Taken { name: name.to_owned(), value, current });
+    }
+    Ok(value)
+}
+
 /// Settings of a [`DecimalIdIssuer`].
 ///
 /// # Example
@@ -78,14 +123,21 @@ pub(crate) fn check_counter_request(name: &str, max: u64) -> Result<(), Error> {
 /// use idmint_coord::DecimalIdOptions;
 ///
 /// // Tests: switch to a new generator ID after every 1,000 IDs.
-/// let options = DecimalIdOptions { max_counter: Some(1_000) };
+/// let options = DecimalIdOptions { max_counter: Some(1_000), ..DecimalIdOptions::default() };
 /// assert_eq!(DecimalIdOptions::default().max_counter, None);
+/// // A launch ID from deployment config, taken once.
+/// let launch = DecimalIdOptions { launch_id: Some(4_210), ..DecimalIdOptions::default() };
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DecimalIdOptions {
     /// How many IDs one generator ID issues before the next is taken: `None` for the layout's
     /// 922,337,202; a smaller number only to test the switch.
     pub max_counter: Option<u64>,
+    /// This start's launch ID, 1 to 99,999, as the deployment's launch log gives it: taken
+    /// from the launch counter with [`CounterStore::take`], so it is refused if an earlier
+    /// start (or another process) used it or one above it. `None` takes the counter's next
+    /// value.
+    pub launch_id: Option<u64>,
 }
 
 /// Starts DecimalId sources (elfo's book). See [`DecimalIds::start`].
@@ -93,7 +145,8 @@ pub struct DecimalIdOptions {
 pub enum DecimalIds {}
 
 impl DecimalIds {
-    /// Takes this start's launch ID (1 to 99,999: the `launch_name` counter's next value) and a
+    /// Takes this start's launch ID (1 to 99,999: the `launch_name` counter's next value, or
+    /// [`DecimalIdOptions::launch_id`] if it is above every launch counted so far) and a
     /// generator ID (0 to 99,999: the `generator_name` counter's next value minus one), and
     /// returns a source of DecimalIds for them.
     ///
@@ -118,7 +171,7 @@ impl DecimalIds {
     ///
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let counters = Arc::new(MemoryStore::new());
-    /// let options = DecimalIdOptions { max_counter: Some(2) };
+    /// let options = DecimalIdOptions { max_counter: Some(2), ..DecimalIdOptions::default() };
     /// let ids = DecimalIds::start(counters.clone(), "launch", "generator", options.clone()).await?;
     /// assert_eq!((ids.launch_id(), ids.generator_id()), (1, 0));
     /// assert_eq!(ids.next().await?.to_raw(), 1_00000_00001);
@@ -148,7 +201,10 @@ impl DecimalIds {
                 DecimalId::MAX_COUNTER
             )));
         }
-        let launch_id = counters.next(launch_name, DecimalId::MAX_LAUNCH_ID).await?;
+        let launch_id = match options.launch_id {
+            Some(chosen) => counters.take(launch_name, chosen, DecimalId::MAX_LAUNCH_ID).await?,
+            None => counters.next(launch_name, DecimalId::MAX_LAUNCH_ID).await?,
+        };
         let first = take_generator(&*counters, generator_name, launch_id, &options).await?;
         Ok(DecimalIdIssuer {
             counters,

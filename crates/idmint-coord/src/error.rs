@@ -98,6 +98,19 @@ pub enum Error {
         /// The store that answered.
         found: String,
     },
+    /// A counter value chosen by the caller was taken before: the counter is already at it
+    /// or above (an earlier start, or another process, took it or counted past it).
+    #[error(
+        "{value} was taken before from counter `{name}`, which is at {current}: choose a value above {current}, or none to take the next one"
+    )]
+    Taken {
+        /// The counter.
+        name: String,
+        /// The value asked for.
+        value: u64,
+        /// The counter's value.
+        current: u64,
+    },
     /// The request itself is invalid.
     #[error("invalid claim request: {0}")]
     InvalidRequest(String),

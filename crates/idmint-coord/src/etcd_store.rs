@@ -11,7 +11,7 @@ use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 
 use crate::{
     CounterStore, Error, SegmentStore,
-    counter::check_counter_request,
+    counter::{check_counter_request, check_take_request, taken_after},
     etcd::members::{Members, Timing},
     segment::{check_range_request, counter_after, range_after},
 };
@@ -183,6 +183,15 @@ impl CounterStore for EtcdStore {
         check_counter_request(name, max)?;
         let key = format!("{}counters/{name}", self.options.prefix);
         self.bump(&key, "count", |value| counter_after(name, value, max).map(|n| (n, n))).await
+    }
+
+    async fn take(&self, name: &str, value: u64, max: u64) -> Result<u64, Error> {
+        check_take_request(name, value, max)?;
+        let key = format!("{}counters/{name}", self.options.prefix);
+        self.bump(&key, "take a counter value", |current| {
+            taken_after(name, current, value).map(|n| (n, n))
+        })
+        .await
     }
 }
 

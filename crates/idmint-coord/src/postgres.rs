@@ -20,7 +20,7 @@ use tokio_postgres::{Client, Config, NoTls, Row, Statement, types::ToSql, types:
 
 use crate::{
     CounterStore, Error, SegmentStore,
-    counter::check_counter_request,
+    counter::{check_counter_request, check_take_request},
     segment::{MAX_SEGMENT_ID, check_range_request},
 };
 
@@ -35,6 +35,8 @@ const CLAIMS: &str = include_str!("sql/claims.sql");
 const NEXT_RANGE: &str = include_str!("sql/next_range.sql");
 /// One counter value: the atomic upsert.
 const NEXT_COUNTER: &str = include_str!("sql/next_counter.sql");
+/// Raising a counter to a chosen value: the atomic upsert.
+const TAKE_COUNTER: &str = include_str!("sql/take_counter.sql");
 /// The durability settings of the session.
 const SETTINGS: &str = include_str!("sql/settings.sql");
 /// Whether the server is a standby, and its history identity.
@@ -707,6 +709,25 @@ impl CounterStore for PostgresStore {
         let rows = self.run("next counter value", |c| &c.next_counter, &[&name, &max_i]).await?;
         let row = rows.first().ok_or_else(exhausted)?;
         column(row, 0, "idmint_counters.value")
+    }
+
+    async fn take(&self, name: &str, value: u64, max: u64) -> Result<u64, Error> {
+        check_take_request(name, value, max)?;
+        // Fits: `check_take_request` keeps `value` within `max`, and `max` within `i64::MAX`.
+        let value_i = value as i64;
+        let types = [Type::TEXT, Type::INT8];
+        let rows =
+            self.query("take a counter value", TAKE_COUNTER, &types, &[&name, &value_i]).await?;
+        if let Some(row) = rows.first() {
+            return column(row, 0, "idmint_counters.value");
+        }
+        const CURRENT: &str = "SELECT value FROM idmint_counters WHERE name = $1";
+        let rows = self.query("read a counter", CURRENT, &[Type::TEXT], &[&name]).await?;
+        let current = match rows.first() {
+            Some(row) => column(row, 0, "idmint_counters.value")?,
+            None => value,
+        };
+        Err(Error::Taken { name: name.to_owned(), value, current })
     }
 }
 

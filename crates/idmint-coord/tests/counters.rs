@@ -42,7 +42,7 @@ async fn take(source: &DecimalIdIssuer, n: usize) -> Vec<u64> {
 /// disjoint generator IDs; running out of the counter part takes a new generator ID and goes
 /// on; sources running at once never collide.
 async fn decimal_ids_never_repeat(counters: Arc<dyn CounterStore>) {
-    let options = DecimalIdOptions { max_counter: Some(5) };
+    let options = DecimalIdOptions { max_counter: Some(5), ..DecimalIdOptions::default() };
     let first = DecimalIds::start(counters.clone(), LAUNCH, GENERATOR, options.clone())
         .await
         .expect("first start");
@@ -79,11 +79,37 @@ async fn decimal_ids_never_repeat(counters: Arc<dyn CounterStore>) {
     assert!(count >= 200);
 }
 
+/// A launch ID from deployment config is used by one start only: the same one again, or one
+/// below a launch already counted, is refused naming the counter's value, and a start without
+/// one goes on above it.
+async fn chosen_launches_are_taken_once(handles: conformance::counters::Handles<'_>) {
+    let (launch, generator) = ("chosen-launch", "chosen-generator");
+    let chosen = |launch_id| DecimalIdOptions { launch_id, ..DecimalIdOptions::default() };
+    let start = |options| DecimalIds::start(handles(), launch, generator, options);
+    assert_eq!(start(chosen(Some(7))).await.expect("launch 7").launch_id(), 7);
+    for again in [7, 5] {
+        match start(chosen(Some(again))).await {
+            Err(e @ Error::Taken { current: 7, .. }) => {
+                let message = e.to_string();
+                assert!(message.contains("counter `chosen-launch`, which is at 7"), "{message}");
+            }
+            other => panic!("launch {again} after 7 must be refused, got {other:?}"),
+        }
+    }
+    assert_eq!(start(chosen(None)).await.expect("next launch").launch_id(), 8);
+    assert_eq!(start(chosen(Some(4_210))).await.expect("launch 4210").launch_id(), 4_210);
+    for bad in [0, DecimalId::MAX_LAUNCH_ID + 1] {
+        let got = start(chosen(Some(bad))).await;
+        assert!(matches!(got, Err(Error::InvalidRequest(_))), "launch {bad}: {got:?}");
+    }
+}
+
 /// The counter suite (`idmint_coord::conformance::counters`), then DecimalIds, on one store
 /// through `handles` (one new handle per process).
 async fn run_all(handles: conformance::counters::Handles<'_>) {
     conformance::counters::run_all(handles).await;
     decimal_ids_never_repeat(handles()).await;
+    chosen_launches_are_taken_once(handles).await;
 }
 
 /// Connects one more handle (one more process) from a synchronous factory: the suite's
@@ -118,7 +144,8 @@ async fn file_counters() {
 async fn bad_decimal_id_options_are_refused() {
     let counters = Arc::new(MemoryStore::new());
     for max_counter in [0, DecimalId::MAX_COUNTER + 1] {
-        let options = DecimalIdOptions { max_counter: Some(max_counter) };
+        let options =
+            DecimalIdOptions { max_counter: Some(max_counter), ..DecimalIdOptions::default() };
         let got = DecimalIds::start(counters.clone(), LAUNCH, GENERATOR, options).await;
         assert!(matches!(got, Err(Error::InvalidRequest(_))), "{max_counter}: {got:?}");
     }

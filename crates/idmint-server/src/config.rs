@@ -238,6 +238,12 @@ pub struct NamespaceConfig {
     /// `max_batch`, so that a batch never spans a switch. Default: none, the layout's
     /// 922,337,202.
     pub max_counter: Option<u64>,
+    /// This start's DecimalId launch ID (1 to 99,999), from the deployment's launch log, as
+    /// elfo's book recommends. It is taken from the namespace's launch counter only if it is
+    /// above every launch counted there, so a launch ID another server or an earlier start
+    /// used is refused at start: give every deployment its own. Source `counters` only.
+    /// Default: none, which takes the counter's next value at every start.
+    pub launch_id: Option<u64>,
     /// Hand out public IDs: every ID this namespace issues (`next`, `batch`, gRPC) goes
     /// through a keyed permutation of the layout's domain (`idmint keygen` makes the key
     /// file), and `decode` reveals them. Needs `token`, or anyone could reveal them. Default:
@@ -495,6 +501,7 @@ impl NamespaceConfig {
             source: None,
             segment: None,
             max_counter: None,
+            launch_id: None,
             public_ids: None,
         }
     }
@@ -519,7 +526,7 @@ impl NamespaceConfig {
 
     /// The DecimalId options of a `counters` namespace.
     pub(crate) fn decimal_options(&self) -> DecimalIdOptions {
-        DecimalIdOptions { max_counter: self.max_counter }
+        DecimalIdOptions { max_counter: self.max_counter, launch_id: self.launch_id }
     }
 
     /// The segment options of a `segment` namespace.
@@ -798,6 +805,17 @@ fn check_source(ns: &NamespaceConfig, layout: &Layout, max_batch: u64) -> Result
                 "max_counter must be {max_batch}..={} (at least max_batch, so that a batch \
                  never spans two generator ids), not {max}",
                 DecimalId::MAX_COUNTER
+            ));
+        }
+    }
+    if let Some(launch) = ns.launch_id {
+        if source != Source::Counters {
+            return bad(format!("`launch_id` applies to source `counters` only, not `{source}`"));
+        }
+        if !(1..=DecimalId::MAX_LAUNCH_ID).contains(&launch) {
+            return bad(format!(
+                "launch_id must be 1..={} (0 is for tests), not {launch}",
+                DecimalId::MAX_LAUNCH_ID
             ));
         }
     }

@@ -246,6 +246,50 @@ fn decimal_id_namespace_over_file_counters() {
     report("decimal-id over file counters", assert_unique(&all));
 }
 
+/// A `decimal-id` namespace with `launch_id` from config: its IDs carry that launch; a
+/// second start with the same launch ID, or one below it, is refused naming the counter,
+/// where without the check both starts would issue the same IDs; a start without one goes
+/// on above it.
+#[test]
+fn a_decimal_id_launch_from_config_is_used_once() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let start = |launch_id: Option<u64>| {
+        let store = Arc::new(FileStore::open(dir.path()).expect("open the file store"));
+        let backends = Backends {
+            counters: Some(store as Arc<dyn CounterStore>),
+            ..Backends::new(Arc::new(MemoryCoordinator::new()))
+        };
+        let tickets = NamespaceConfig {
+            layout: "decimal-id".into(),
+            launch_id,
+            ..NamespaceConfig::named("test")
+        };
+        Running::start(config(vec![tickets]), backends)
+    };
+    let launch_of = |server: &Running| {
+        let ids = server.fetch("test", &[10]);
+        let launches: HashSet<u64> =
+            ids.iter().map(|&id| field(&fields("decimal-id", id), "launch_id")).collect();
+        launches
+    };
+    let server = start(Some(7)).expect("launch 7");
+    assert_eq!(launch_of(&server), HashSet::from([7]));
+    server.stop();
+    for again in [7, 3] {
+        let refused = start(Some(again)).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            refused.contains("taken before from counter `test-launch`, which is at 7"),
+            "launch {again} again must be refused: {refused:?}"
+        );
+    }
+    let server = start(None).expect("the next launch");
+    assert_eq!(launch_of(&server), HashSet::from([8]));
+    server.stop();
+    let server = start(Some(4_210)).expect("launch 4210");
+    assert_eq!(launch_of(&server), HashSet::from([4_210]));
+    server.stop();
+}
+
 /// A `redis` namespace over two real Redis nodes with shards 1 and 2: batches over HTTP
 /// (larger than one Redis call), no duplicates, both shards used; one node killed mid-run and
 /// the namespace keeps serving from the other.
@@ -502,6 +546,24 @@ fn inconsistent_sources_and_missing_stores_are_config_errors() {
         NamespaceConfig { generator_id: Some(1), ..ns("sequence", None) },
         all_stores(),
         "`generator_id` applies to source `generator` only",
+    );
+    check(
+        "launch_id 0",
+        NamespaceConfig { launch_id: Some(0), ..ns("decimal-id", None) },
+        all_stores(),
+        "launch_id must be 1..=99999 (0 is for tests), not 0",
+    );
+    check(
+        "launch_id above 99,999",
+        NamespaceConfig { launch_id: Some(100_000), ..ns("decimal-id", None) },
+        all_stores(),
+        "launch_id must be 1..=99999",
+    );
+    check(
+        "launch_id on a generator",
+        NamespaceConfig { launch_id: Some(5), ..ns("snowflake", None) },
+        all_stores(),
+        "`launch_id` applies to source `counters` only, not `generator`",
     );
     check(
         "max_counter below max_batch",

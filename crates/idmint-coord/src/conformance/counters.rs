@@ -45,6 +45,8 @@ pub async fn run_all(handles: Handles<'_>) {
     concurrent_increments_never_share_a_value(handles).await;
     values_outlive_their_handle(handles).await;
     invalid_requests_are_refused(handles).await;
+    chosen_values_are_taken_once(handles).await;
+    concurrent_takes_never_share_a_value(handles).await;
 }
 
 /// A new counter's first value is 1, and each call adds one.
@@ -140,6 +142,60 @@ pub async fn invalid_requests_are_refused(handles: Handles<'_>) {
     assert_eq!(store.next("valid", 10).await.expect("next"), 2, "a refused request counts nothing");
 }
 
+/// A value chosen by the caller is taken once: again, below the counter, or after `next`
+/// counted past it, it is refused with the counter's value, and a refusal writes nothing.
+/// `next` goes on above a taken value; bad values are refused.
+pub async fn chosen_values_are_taken_once(handles: Handles<'_>) {
+    let (a, b) = (handles(), handles());
+    assert_eq!(a.take("chosen", 5, 100).await.expect("a fresh counter"), 5);
+    for (store, value) in [(&a, 5), (&b, 5), (&b, 3)] {
+        match store.take("chosen", value, 100).await {
+            Err(Error::Taken { value: v, current: 5, .. }) if v == value => {}
+            other => panic!("{value} must be refused at 5, got {other:?}"),
+        }
+    }
+    assert_eq!(b.next("chosen", 100).await.expect("next"), 6, "a refusal writes nothing");
+    match a.take("chosen", 6, 100).await {
+        Err(Error::Taken { current: 6, .. }) => {}
+        other => panic!("a value `next` returned must be refused, got {other:?}"),
+    }
+    assert_eq!(b.take("chosen", 40, 100).await.expect("above the counter"), 40);
+    assert_eq!(a.next("chosen", 100).await.expect("next"), 41);
+    for (value, max) in [(0, 100), (101, 100), (1, MAX_SEGMENT_ID + 1)] {
+        match a.take("chosen", value, max).await {
+            Err(Error::InvalidRequest(_)) => {}
+            other => panic!("value {value} of max {max} must be refused, got {other:?}"),
+        }
+    }
+    assert_eq!(a.next("chosen", 100).await.expect("next"), 42, "a refused request counts nothing");
+}
+
+/// Eight tasks on four handles each try to take the values 1 to 25 at once: no value is
+/// taken twice, and each task's values increase.
+pub async fn concurrent_takes_never_share_a_value(handles: Handles<'_>) {
+    let take = |store: Arc<dyn CounterStore>| async move {
+        let mut got = Vec::new();
+        for value in 1..=25 {
+            match store.take("race", value, 100).await {
+                Ok(taken) => got.push(taken),
+                Err(Error::Taken { .. }) => {}
+                Err(e) => panic!("take {value}: {e}"),
+            }
+        }
+        got
+    };
+    let mut seen = HashSet::new();
+    for values in eight_tasks_on_four_handles(handles, 1, take).await.into_iter().flatten() {
+        for pair in values.windows(2) {
+            assert!(pair[0] < pair[1], "one caller's values increase: {pair:?}");
+        }
+        for value in values {
+            assert!(seen.insert(value), "value {value} was taken twice");
+        }
+    }
+    assert!(!seen.is_empty(), "some value was taken");
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -167,6 +223,13 @@ mod tests {
             *value = if *value >= max { 1 } else { *value + 1 };
             Ok(*value)
         }
+
+        /// Broken too: sets the value whatever the counter holds (last writer wins).
+        async fn take(&self, name: &str, value: u64, max: u64) -> Result<u64, Error> {
+            crate::counter::check_take_request(name, value, max)?;
+            self.values.lock().expect("lock").insert(name.to_owned(), value);
+            Ok(value)
+        }
     }
 
     #[tokio::test]
@@ -184,6 +247,21 @@ mod tests {
             Box::leak(Box::new(move || Arc::clone(&store) as Arc<dyn CounterStore>));
         let message = panic_message(counters_stop_at_their_maximum_and_never_wrap(handles)).await;
         assert!(message.contains("must stay exhausted"), "{message}");
+    }
+
+    /// Negative control: a store whose `take` overwrites is caught by the take rule.
+    #[tokio::test]
+    async fn an_overwriting_take_is_caught() {
+        let store = Arc::new(Wrapping::default());
+        let handles: &'static (dyn Fn() -> Arc<dyn CounterStore> + Sync) =
+            Box::leak(Box::new(move || Arc::clone(&store) as Arc<dyn CounterStore>));
+        let message = panic_message(chosen_values_are_taken_once(handles)).await;
+        assert!(message.contains("must be refused at 5"), "{message}");
+        let store = Arc::new(Wrapping::default());
+        let handles: &'static (dyn Fn() -> Arc<dyn CounterStore> + Sync) =
+            Box::leak(Box::new(move || Arc::clone(&store) as Arc<dyn CounterStore>));
+        let message = panic_message(concurrent_takes_never_share_a_value(handles)).await;
+        assert!(message.contains("was taken twice"), "{message}");
     }
 
     /// The same store, below its maximums, passes the other rules: the control fails because

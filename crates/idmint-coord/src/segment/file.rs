@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     CounterStore, DataDirReport, Error, MAX_SEGMENT_ID, SegmentStore,
-    counter::check_counter_request,
+    counter::{check_counter_request, check_take_request, taken_after},
     fsio::{blocking, fsync_dir, io_error, replace_json},
     journal::{
         ADOPT_COUNTER_MARGIN, ADOPT_SEGMENT_MARGIN, Adopt, Found, Highest, Identity, Journal,
@@ -339,6 +339,15 @@ impl CounterStore for FileStore {
         let owned = name.to_owned();
         self.update(Kind::Counters, name, move |value| {
             counter_after(&owned, value, max).map(|next| (next, next))
+        })
+        .await
+    }
+
+    async fn take(&self, name: &str, value: u64, max: u64) -> Result<u64, Error> {
+        check_take_request(name, value, max)?;
+        let owned = name.to_owned();
+        self.update(Kind::Counters, name, move |current| {
+            taken_after(&owned, current, value).map(|taken| (taken, taken))
         })
         .await
     }

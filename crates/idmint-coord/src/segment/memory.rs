@@ -9,7 +9,7 @@ use std::{
 
 use crate::{
     CounterStore, Error, SegmentStore,
-    counter::check_counter_request,
+    counter::{check_counter_request, check_take_request, taken_after},
     segment::{check_range_request, counter_after, range_after},
 };
 
@@ -80,6 +80,14 @@ impl CounterStore for MemoryStore {
         check_counter_request(name, max)?;
         let mut cells = self.cells();
         let value = counter_after(name, cells.counters.get(name).copied().unwrap_or(0), max)?;
+        cells.counters.insert(name.to_owned(), value);
+        Ok(value)
+    }
+
+    async fn take(&self, name: &str, value: u64, max: u64) -> Result<u64, Error> {
+        check_take_request(name, value, max)?;
+        let mut cells = self.cells();
+        let value = taken_after(name, cells.counters.get(name).copied().unwrap_or(0), value)?;
         cells.counters.insert(name.to_owned(), value);
         Ok(value)
     }
