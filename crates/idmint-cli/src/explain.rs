@@ -51,6 +51,8 @@ struct Explanation<'a> {
     layout: &'a str,
     /// The width of an ID: 64 or 128.
     bits: u32,
+    /// The order of one generator's IDs (`idmint_core::Order`'s name).
+    order: &'static str,
     /// The bit diagram, most significant first; `null` for `decimal-id`.
     segments: Option<&'a [Segment]>,
     fields: &'a [FieldInfo],
@@ -71,6 +73,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
         let explanation = Explanation {
             layout: layout.name(),
             bits: layout.id_bits(),
+            order: layout.order().name(),
             segments: segments.as_deref(),
             fields: &fields,
             capacity: &capacity,
@@ -105,6 +108,9 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
         }
     }
     writeln!(out)?;
+    let order = layout.order();
+    writeln!(out, "order: {}", order.name())?;
+    writeln!(out, "  {}", order.describe())?;
     write_capacity(&capacity, now_ms, out)?;
     if !layout.has_generator() {
         writeln!(out)?;

@@ -385,7 +385,9 @@ fn explain_layouts() {
     assert!(!stdout.contains("warning"), "{stdout}");
     check(&["explain", "trace-id"], Expect::Contains(&["2^25 s (about 388 days)"]));
     check(&["explain", "hot-guid"], Expect::Contains(&["2^32 s", "127"]));
-    check(&["explain", "decimal-id"], Expect::Contains(&["10^18", "counter"]));
+    check(&["explain", "decimal-id"], Expect::Contains(&["10^18", "counter", "order: sharded"]));
+    check(&["explain", "trace-id"], Expect::Contains(&["order: periodic"]));
+    check(&["explain", "snowflake"], Expect::Contains(&["order: increasing"]));
     check(&["explain", "sequence"], Expect::Contains(&["value (63)", "no clock", "segment store"]));
     for (name, _) in idmint_core::Layout::builtins() {
         let stdout = check(&["explain", name], Expect::Succeeds);
@@ -393,6 +395,8 @@ fn explain_layouts() {
         let json = check(&["explain", name, "--json"], Expect::Succeeds);
         let json: Value = serde_json::from_str(&json).expect("explain --json prints JSON");
         assert_eq!(json["layout"], *name);
+        let order = idmint_core::Layout::builtin(name).expect("built-in").order();
+        assert_eq!(json["order"], order.name(), "{name}");
         assert!(json["capacity"]["generators"].is_u64());
     }
     let json = check(&["explain", "snowflake", "--json"], Expect::Succeeds);

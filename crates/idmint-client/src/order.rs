@@ -21,8 +21,8 @@ pub(crate) enum Order {
 }
 
 /// The order of a namespace's IDs, as the server says (`NamespaceInfo::order`, from the
-/// layout and the source). Only `increasing` gives batches an order to check; `k-sorted`,
-/// `unordered` and anything else (a server that predates the field sends nothing) need only
+/// layout and the source). Only `increasing` gives batches an order to check; `periodic`,
+/// `sharded`, `k-sorted`, `unordered` and anything else (a server that predates the field sends nothing) need only
 /// distinct IDs.
 pub(crate) fn order_of(info: &NamespaceInfo) -> Order {
     match info.order.parse::<idmint_core::Order>() {
@@ -108,7 +108,7 @@ mod tests {
         check("icicle", Order::Increasing);
         check("flake", Order::Increasing);
         check("js53", Order::Increasing);
-        check("decimal-id", Order::Increasing);
+        check("decimal-id", Order::Unordered);
         check("hot-guid", Order::Increasing);
         check("uuid7", Order::Increasing);
         check("sequence", Order::Increasing);
@@ -127,6 +127,8 @@ mod tests {
         };
         check("increasing", Order::Increasing);
         check("k-sorted", Order::Unordered);
+        check("periodic", Order::Unordered);
+        check("sharded", Order::Unordered);
         check("unordered", Order::Unordered);
         check("", Order::Unordered);
         check("something else", Order::Unordered);

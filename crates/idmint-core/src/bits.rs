@@ -565,6 +565,7 @@ impl LayoutKind for BitLayout {
             self.fields.iter().map(|f| f.role).filter(|r| *r != FieldRole::Node).collect();
         match (roles.as_slice(), self.time_wraps) {
             ([FieldRole::Time, FieldRole::Sequence], false) => Order::Increasing,
+            ([FieldRole::Time, FieldRole::Sequence], true) => Order::Periodic,
             (_, true) => Order::KSorted,
             _ => Order::Unordered,
         }

@@ -466,7 +466,8 @@ impl LayoutKind for DecimalIdLayout {
     }
 
     fn order(&self) -> Order {
-        Order::Increasing
+        // Increasing per (generator ID, launch ID): the book's sharded monotonicity.
+        Order::Sharded
     }
 
     fn issued_by(&self) -> IssuedBy {

@@ -13,13 +13,26 @@ use crate::{
 
 /// The order in which one generator (or one store) issues a layout's IDs.
 ///
+/// The first three are the levels of monotonicity in Actoromicon's "ID generation" chapter
+/// (elfo's book): *full* ([`Increasing`](Order::Increasing)), *periodic* and *sharded*. Two
+/// more say what is left when several issuers share the IDs, or none orders them.
+///
+/// | order | one generator's IDs | a batch | from one batch to the next |
+/// | --- | --- | --- | --- |
+/// | `increasing` | increase for the life of the system, across restarts | increases | increases |
+/// | `periodic` | increase until the time field wraps, then start low again | increases, unless it spans the wrap | increases, but at the wrap |
+/// | `sharded` | increase within a shard (DecimalId: one generator ID of one launch); each new shard starts low | increases (a batch never spans shards) | may go down |
+/// | `k-sorted` | several issuers with their own clocks interleave: roughly by time | increases | may go down |
+/// | `unordered` | no numeric order | no order | no order |
+///
 /// # Example
 ///
 /// ```
 /// use idmint_core::{Layout, Order};
 ///
 /// assert_eq!(Layout::builtin("snowflake")?.order(), Order::Increasing);
-/// assert_eq!(Layout::builtin("trace-id")?.order(), Order::KSorted);
+/// assert_eq!(Layout::builtin("trace-id")?.order(), Order::Periodic);
+/// assert_eq!(Layout::builtin("decimal-id")?.order(), Order::Sharded);
 /// assert_eq!(Layout::builtin("lable")?.order(), Order::Unordered);
 /// # Ok::<(), idmint_core::Error>(())
 /// ```
@@ -27,18 +40,38 @@ use crate::{
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum Order {
-    /// Every ID of a generator is greater than the one it issued before: time (or a counter)
-    /// in the most significant bits, node fields fixed.
+    /// Full monotonicity: every ID of a generator is greater than the one it issued before,
+    /// through restarts (time, or a counter, in the most significant bits, a durable mark,
+    /// node fields fixed).
     Increasing,
-    /// IDs follow time only roughly: a generator's time field wraps around (`trace-id`), or
-    /// several issuers with their own clocks share the IDs.
+    /// Periodic monotonicity: increasing until the time field wraps around (`trace-id`'s
+    /// seconds, every 2^25 s), then again from low values.
+    Periodic,
+    /// Sharded monotonicity: increasing within a shard only; a source moves to a new shard,
+    /// which starts low (`decimal-id`: a new generator ID at every start and whenever the
+    /// counter part runs out). A batch never spans two shards.
+    Sharded,
+    /// Several issuers with their own clocks share the IDs (icicle on several Redis nodes,
+    /// several generator IDs in one namespace): each batch increases, and batches follow
+    /// time only roughly.
     KSorted,
     /// No numeric order (`lable` in spread mode reverses the bits of its time).
     Unordered,
 }
 
 impl Order {
-    /// The order's name, as JSON and gRPC carry it: `increasing`, `k-sorted` or `unordered`.
+    /// Every order, in the table's order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(idmint_core::Order::ALL.len(), 5);
+    /// ```
+    pub const ALL: [Order; 5] =
+        [Order::Increasing, Order::Periodic, Order::Sharded, Order::KSorted, Order::Unordered];
+
+    /// The order's name, as JSON and gRPC carry it: `increasing`, `periodic`, `sharded`,
+    /// `k-sorted` or `unordered`.
     ///
     /// # Example
     ///
@@ -48,8 +81,35 @@ impl Order {
     pub const fn name(self) -> &'static str {
         match self {
             Order::Increasing => "increasing",
+            Order::Periodic => "periodic",
+            Order::Sharded => "sharded",
             Order::KSorted => "k-sorted",
             Order::Unordered => "unordered",
+        }
+    }
+
+    /// What the order promises, in one line (for `idmint explain`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert!(idmint_core::Order::Sharded.describe().contains("within a shard"));
+    /// ```
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Order::Increasing => {
+                "each id of a generator is above the one before, for the life of the system"
+            }
+            Order::Periodic => {
+                "increasing until the time field wraps around, then again from low values"
+            }
+            Order::Sharded => {
+                "increasing within a shard (one generator id and launch); new shards start low"
+            }
+            Order::KSorted => {
+                "issuers interleave: each batch increases, batches follow time only roughly"
+            }
+            Order::Unordered => "no numeric order",
         }
     }
 }
@@ -64,7 +124,7 @@ impl std::str::FromStr for Order {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self, Error> {
-        [Order::Increasing, Order::KSorted, Order::Unordered]
+        Order::ALL
             .into_iter()
             .find(|o| o.name() == text)
             .ok_or_else(|| Error::InvalidConfig(format!("unknown order `{text}`")))

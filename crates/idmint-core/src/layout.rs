@@ -169,7 +169,7 @@ impl Layout {
     /// ```
     /// use idmint_core::{Layout, Order};
     ///
-    /// assert_eq!(Layout::builtin("decimal-id")?.order(), Order::Increasing);
+    /// assert_eq!(Layout::builtin("decimal-id")?.order(), Order::Sharded);
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn order(&self) -> Order {

@@ -373,7 +373,7 @@ impl LayoutKind for TraceIdLayout {
 
     fn order(&self) -> Order {
         // The seconds wrap every 388 days.
-        Order::KSorted
+        Order::Periodic
     }
 
     fn issued_by(&self) -> IssuedBy {

@@ -221,7 +221,9 @@ pub struct NamespaceInfo {
     pub source: String,
     /// The order of the IDs this server issues for the namespace, from one batch to the
     /// next, as the layout, the source and the number of generators say: `increasing` (every
-    /// batch above the last), `k-sorted` (roughly by time: source `redis`, and a namespace
+    /// batch above the last), `periodic` (increasing until the time field wraps: `trace-id`),
+    /// `sharded` (increasing within a shard, each new one starting low: `decimal-id`),
+    /// `k-sorted` (roughly by time: source `redis`, and a namespace
     /// that issues from several generator IDs, where each batch and each generator ID's IDs
     /// still increase) or `unordered`. Servers that predate this field omit it, which reads
     /// as empty: a client then assumes no order.

@@ -237,6 +237,7 @@ fn decimal_id_namespace_over_file_counters() {
         }
         let json = server.get("/v1/namespaces").ok().json();
         assert!(json["namespaces"][0]["generator_id"].is_u64(), "{json}");
+        assert_eq!(json["namespaces"][0]["order"], "sharded", "{json}");
         all.extend(ids);
         all.extend(grpc);
         server.stop();

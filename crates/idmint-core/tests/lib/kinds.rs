@@ -1,7 +1,7 @@
 //! What each layout says about itself for other crates: the order of its IDs, what issues
 //! them, and a generator built from a generator ID as a number.
 
-use idmint_core::{Error, GeneratorConfig, IssuedBy, Layout, Order};
+use idmint_core::{AnyGenerator, AnyId, Error, GeneratorConfig, IssuedBy, Layout, Next, Order};
 use proptest::prelude::*;
 
 use crate::common::{custom_layout, num, text};
@@ -28,8 +28,8 @@ fn every_layout_says_how_it_is_issued_and_ordered() {
     check(builtin("hot-guid"), Increasing, Clock);
     check(builtin("uuid7"), Increasing, Clock);
     check(builtin("lable"), Unordered, Clock);
-    check(builtin("trace-id"), KSorted, Clock);
-    check(builtin("decimal-id"), Increasing, Counters);
+    check(builtin("trace-id"), Periodic, Clock);
+    check(builtin("decimal-id"), Sharded, Counters);
     check(builtin("sequence"), Increasing, Store);
     check(Layout::custom(custom_layout()), Increasing, Clock);
     assert_eq!(Layout::builtins().len(), 12, "a new built-in needs a line here");
@@ -38,10 +38,77 @@ fn every_layout_says_how_it_is_issued_and_ordered() {
 /// An order's name is what JSON and gRPC carry, and reads back.
 #[test]
 fn orders_read_back_from_their_names() {
-    for order in [Order::Increasing, Order::KSorted, Order::Unordered] {
+    for order in Order::ALL {
         assert_eq!(order.name().parse::<Order>().ok(), Some(order));
     }
     assert!("sorted".parse::<Order>().is_err());
+}
+
+/// Three IDs per step of 250 ms over `steps` steps from `start_ms`, from one generator.
+fn issued(generator: &AnyGenerator, start_ms: u64, steps: u64) -> Vec<AnyId> {
+    let mut ids = Vec::new();
+    for step in 0..steps {
+        for _ in 0..3 {
+            if let Next::Ready(id) = generator.next(start_ms + step * 250).expect("next") {
+                ids.push(id);
+            }
+        }
+    }
+    assert!(ids.len() as u64 >= steps, "{} ids in {steps} steps", ids.len());
+    ids
+}
+
+/// How many times an ID is below the one before.
+fn descents(ids: &[AnyId]) -> usize {
+    ids.windows(2).filter(|pair| pair[1] <= pair[0]).count()
+}
+
+/// Each built-in's order label holds on the IDs its generators issue, and the labels that
+/// allow a descent are not idle: `increasing` never goes down over 20 s; `periodic` goes down
+/// once, at the wrap, and not otherwise; `sharded` increases within each shard (generator ID)
+/// and goes down from one shard to the next; `unordered` goes down.
+#[test]
+fn each_order_label_holds_on_generated_ids() {
+    // 2026-09-21: after every built-in's epoch.
+    let start = 1_790_000_000_000;
+    // trace-id's seconds wrap at every multiple of 2^25 s; 53 of them is in 2026.
+    let wrap = 53 * (1_u64 << 25) * 1_000;
+    let config = GeneratorConfig::default();
+    let mut seen = std::collections::BTreeSet::new();
+    for &(name, _) in Layout::builtins() {
+        let layout = builtin(name);
+        if !layout.has_generator() {
+            continue;
+        }
+        let generator = |id: u64| layout.generator_for(id, &[], &config).expect(name);
+        let order = layout.order();
+        seen.insert(order.name());
+        match order {
+            Order::Increasing => {
+                // Through restarts too: a clock layout's restart starts above its durable mark.
+                assert_eq!(layout.issued_by(), IssuedBy::Clock, "{name}");
+                assert_eq!(descents(&issued(&generator(1), start, 80)), 0, "{name}");
+            }
+            Order::Periodic => {
+                assert_eq!(descents(&issued(&generator(1), start, 80)), 0, "{name}");
+                assert_eq!(descents(&issued(&generator(1), wrap - 3_000, 24)), 1, "{name}");
+            }
+            Order::Sharded => {
+                // Counters give a new generator ID (a new shard) at every start.
+                assert_eq!(layout.issued_by(), IssuedBy::Counters, "{name}");
+                let (a, b) = (issued(&generator(1), start, 80), issued(&generator(2), start, 80));
+                assert_eq!((descents(&a), descents(&b)), (0, 0), "{name}: within a shard");
+                let chained: Vec<AnyId> = a.into_iter().chain(b).collect();
+                assert_eq!(descents(&chained), 1, "{name}: from one shard to the next");
+            }
+            Order::Unordered => {
+                assert!(descents(&issued(&generator(1), start, 80)) > 0, "{name}");
+            }
+            Order::KSorted => panic!("{name}: k-sorted is a property of sources, not layouts"),
+        }
+    }
+    let expected = ["increasing", "periodic", "sharded", "unordered"];
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), expected, "every label is tested");
 }
 
 /// `generator_for` refuses a generator ID out of range and a field the ID already sets.
