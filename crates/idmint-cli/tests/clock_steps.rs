@@ -4,7 +4,9 @@
 //! when libfaketime moves the monotonic clock too (its default) and when it moves the wall
 //! clock only (`DONT_FAKE_MONOTONIC=1`, what an NTP step does). The negative control runs the
 //! same check with the clock watch off, and with its threshold above the step: no line, and
-//! the check fails. And a window longer than the lease TTL is refused with one line.
+//! the check fails. A leap second as Linux inserts it (the wall clock back 1 s after
+//! midnight) keeps IDs unique and increasing and logs one line; its control removes the clock
+//! guard. And a window longer than the lease TTL is refused with one line.
 //!
 //! Every process is started by the test and stopped by its PID only.
 
@@ -309,4 +311,96 @@ fn a_window_longer_than_the_lease_ttl_is_refused_with_one_line() {
          must the window fit in the lease TTL?\"); use --window-ms 5000 or less (LableOrg's leases \
          last 5 s), or --allow-long-window",
     );
+}
+
+/// The Unix second that ends the last leap second so far: 2017-01-01T00:00:00Z, right after
+/// 2016-12-31T23:59:60. The kernel inserts a leap second by stepping `CLOCK_REALTIME` back
+/// 1 s here, so Unix second 1,483,228,799 (23:59:59) is read twice; the monotonic clock does
+/// not move.
+const AFTER_LEAP_S: i64 = 1_483_228_800;
+
+/// A leap second as Linux inserts it, under a running `idmint serve <extra>`: the wall clock
+/// (only: `DONT_FAKE_MONOTONIC=1`) runs from 23:59:58 on 2016-12-31 past midnight, then steps
+/// back 1 s and reads 23:59:59 again. Returns the IDs issued all along (one request after
+/// another) and the clock watch's WARN lines; `None` without libfaketime (outside CI).
+fn leap_second(extra: &[&str]) -> Option<(Vec<u64>, Vec<String>)> {
+    let Some(lib) = libfaketime() else {
+        let hint = "install Debian's `faketime` package (scripts/test-all does)";
+        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!in_ci, "libfaketime is required under CI=true: {hint}");
+        note(&format!("SKIPPED: libfaketime.so.1 not found; {hint}"));
+        return None;
+    };
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let time_file = dir.path().join("faketime");
+    // Whole seconds: the faked clock keeps the true clock's fraction of a second.
+    let offset_s = AFTER_LEAP_S - 2 - (true_ms() / 1_000) as i64;
+    set_offset(&time_file, &format!("{offset_s:+}"));
+    let fake_ms = |offset_s: i64| true_ms() as i64 + offset_s * 1_000;
+    let (lib, file) = (lib.to_string_lossy(), time_file.to_string_lossy());
+    let env = [
+        ("LD_PRELOAD", lib.as_ref()),
+        ("FAKETIME_TIMESTAMP_FILE", file.as_ref()),
+        ("FAKETIME_NO_CACHE", "1"),
+        ("DONT_FAKE_MONOTONIC", "1"),
+    ];
+    let data = dir.path().join("data");
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir"];
+    args.push(data.to_str().expect("a UTF-8 path"));
+    args.extend(extra);
+    let child = idmint(&args, &env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start idmint serve");
+    let server = Server::adopt("idmint serve", child, Duration::from_secs(10));
+    let ready = poll(Duration::from_secs(10), || server.get("/readyz").status == 200);
+    assert!(ready, "not ready:\n{}", server.log_text());
+    let mut ids = Vec::new();
+    let mut issue_until = |end_ms: i64, offset_s: i64| {
+        let started = Instant::now();
+        while fake_ms(offset_s) < end_ms && started.elapsed() < Duration::from_secs(10) {
+            ids.extend(some_ids(&server).unwrap_or_else(|e| panic!("{e}")));
+        }
+    };
+    // Past midnight (by 100 ms or more) on the faked clock, then the repeated second.
+    issue_until(AFTER_LEAP_S * 1_000 + 100, offset_s);
+    set_offset(&time_file, &format!("{:+}", offset_s - 1));
+    issue_until(AFTER_LEAP_S * 1_000 + 500, offset_s - 1);
+    let lines = warn_lines(&server.log_text());
+    Some((ids, lines))
+}
+
+/// What a leap second does to the IDs (RELIABILITY.md, "Leap seconds"): the clock watch logs
+/// the 1 s step back once, and the IDs stay unique and increasing through the repeated
+/// second, their time held at the last one issued until the clock is past it again.
+#[test]
+fn a_leap_second_inserted_at_23_59_60_repeats_no_id_and_keeps_the_order() {
+    let Some((ids, lines)) = leap_second(&[]) else { return };
+    let times: Vec<u64> = ids.iter().map(|&id| time_ms(&snowflake(), id)).collect();
+    let leap_ms = AFTER_LEAP_S as u64 * 1_000;
+    note(&format!(
+        "{} ids from {} to {} ms (the leap at {leap_ms}); lines: {lines:?}",
+        ids.len(),
+        times[0],
+        times[times.len() - 1]
+    ));
+    assert!(times[0] < leap_ms && times[times.len() - 1] > leap_ms, "the ids span the leap");
+    assert_unique(&ids);
+    assert_increasing(&ids);
+    assert_eq!(lines.len(), 1, "one WARN line for the leap: {lines:?}");
+    let step = step_ms(&lines[0]).unwrap_or_default();
+    assert!((-1_500..=-500).contains(&step) && lines[0].contains("backward"), "{}", lines[0]);
+}
+
+/// The negative control: with the clock guard removed (`--unsafe-no-clock-guard`, in a build
+/// with the negative controls), IDs follow the wall clock back into the repeated second, and
+/// the order check above must fail.
+#[cfg(idmint_negative_controls)]
+#[test]
+fn without_the_clock_guard_a_leap_second_sends_ids_back() {
+    let Some((ids, _)) = leap_second(&["--unsafe-no-clock-guard"]) else { return };
+    let descents = ids.windows(2).filter(|pair| pair[1] <= pair[0]).count();
+    note(&format!("control: {descents} descents among {} ids", ids.len()));
+    assert!(descents > 0, "the ids did not go back without the guard");
 }

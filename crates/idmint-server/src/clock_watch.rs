@@ -71,8 +71,13 @@ pub(crate) struct ClockStep {
     pub(crate) against: Against,
 }
 
+/// How far a measured step may be from the true one: each reading truncates two clocks to
+/// whole milliseconds, so a difference of differences is off by less than 2 ms.
+const READING_PRECISION_MS: i128 = 2;
+
 /// The rule: the step of the wall clock between two readings `slept_ms` apart (a relative
-/// sleep), if it is at least `threshold_ms` either way.
+/// sleep), if it is at least `threshold_ms` either way, to the readings' precision (a leap
+/// second, exactly 1 s back, may measure 999 ms and is still a step at the default 1 s).
 ///
 /// - The monotonic clock advanced at least the sleep, less the threshold: it is believed, and
 ///   the wall clock's advance minus the monotonic clock's is the step. If that is below the
@@ -91,7 +96,7 @@ pub(crate) fn step_between(
     let slept = i128::from(slept_ms);
     let threshold = i128::from(threshold_ms.max(1));
     let step = |ms: i128, against| {
-        (ms.abs() >= threshold).then(|| ClockStep {
+        (ms.abs() + READING_PRECISION_MS >= threshold).then(|| ClockStep {
             step_ms: i64::try_from(ms).unwrap_or(if ms < 0 { i64::MIN } else { i64::MAX }),
             against,
         })
@@ -322,7 +327,13 @@ mod tests {
             |c| (elapse(c, 250), step_wall(c, 1_000)).1,
             Some((1_000, Monotonic)),
         );
-        check("wall +999 ms, below", 250, |c| (elapse(c, 250), step_wall(c, 999)).1, None);
+        check(
+            "wall -999 ms: a leap second, read across the milliseconds",
+            250,
+            |c| (elapse(c, 250), step_wall(c, -999)).1,
+            Some((-999, Monotonic)),
+        );
+        check("wall +997 ms, below", 250, |c| (elapse(c, 250), step_wall(c, 997)).1, None);
         check("wall -500 ms, below", 250, |c| (elapse(c, 250), step_wall(c, -500)).1, None);
         check(
             "both +60 s",
@@ -343,7 +354,7 @@ mod tests {
             Some((-10_000, Sleep)),
         );
         check("both -500 ms, below", 250, |c| (elapse(c, 250), step_both(c, -500)).1, None);
-        check("both +999 ms, below", 250, |c| (elapse(c, 250), step_both(c, 999)).1, None);
+        check("both +997 ms, below", 250, |c| (elapse(c, 250), step_both(c, 997)).1, None);
         // A process stopped for 5 s looks like a forward jump of both clocks: reported as such.
         check("stopped 5 s", 250, |c| elapse(c, 5_250), Some((5_000, Sleep)));
         // Stopped 5 s, and the wall clock stepped back 60 s meanwhile: the step is exact.
