@@ -122,7 +122,7 @@ pub use crate::{
     js53::{Js53, Js53Parts},
     kind::{Capacity, IssuedBy, Order},
     lable::{Lable, LableMode, LableParts},
-    layout::Layout,
+    layout::{GeneratorStride, Layout},
     public_id::{MAX_VERSION_BITS, PublicIdKey, PublicIdKeys, PublicIdMethod, PublicIds},
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},

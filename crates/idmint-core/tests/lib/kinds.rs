@@ -1,7 +1,10 @@
 //! What each layout says about itself for other crates: the order of its IDs, what issues
 //! them, and a generator built from a generator ID as a number.
 
-use idmint_core::{AnyGenerator, AnyId, Error, GeneratorConfig, IssuedBy, Layout, Next, Order};
+use idmint_core::{
+    AnyGenerator, AnyId, BitLayout, Error, FieldConfig, FieldRole, FieldValue, GeneratorConfig,
+    GeneratorStride, IssuedBy, Layout, LayoutConfig, Next, Order,
+};
 use proptest::prelude::*;
 
 use crate::common::{custom_layout, num, text};
@@ -109,6 +112,88 @@ fn each_order_label_holds_on_generated_ids() {
     }
     let expected = ["increasing", "periodic", "sharded", "unordered"];
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), expected, "every label is tested");
+}
+
+/// The generator IDs whose identity has fixed values of some fields, by brute force.
+fn matching(layout: &Layout, fixed: &[(String, FieldValue)]) -> Vec<u64> {
+    (0..layout.generator_count())
+        .filter(|&id| {
+            let identity = layout.identity(id).expect("identity");
+            fixed.iter().all(|f| identity.contains(f))
+        })
+        .collect()
+}
+
+/// For every built-in and custom layout, every identity field fixed at its smallest, a middle
+/// and its largest value (and every pair for two-field identities) gives exactly the
+/// generator IDs whose identity has those values; fixing none gives them all.
+#[test]
+fn fixed_identity_fields_give_the_generator_ids_that_have_them() {
+    let mut layouts: Vec<Layout> = Layout::builtins().iter().map(|(n, _)| builtin(n)).collect();
+    layouts.push(Layout::custom(custom_layout()));
+    let mut checked = 0;
+    for layout in layouts.iter().filter(|l| l.has_generator() && l.generator_count() <= 1 << 16) {
+        let count = layout.generator_count();
+        let all = layout.generator_ids_with(&[]).expect("no field fixed");
+        assert_eq!(all, GeneratorStride { first: 0, step: 1, count }, "{}", layout.name());
+        let (lo, hi) = (layout.identity(0).expect("lo"), layout.identity(count - 1).expect("hi"));
+        for (k, ((name, low), (_, high))) in lo.iter().zip(&hi).enumerate() {
+            let (FieldValue::Number(low), FieldValue::Number(high)) = (low, high) else {
+                panic!("{}: a number", layout.name())
+            };
+            for value in [*low, (low + high) / 2, *high] {
+                let mut fixed = vec![num(name, value)];
+                let stride = layout.generator_ids_with(&fixed).expect("one field fixed");
+                let want = matching(layout, &fixed);
+                assert_eq!(stride.ids().collect::<Vec<_>>(), want, "{} {fixed:?}", layout.name());
+                checked += 1;
+                if let Some((other, FieldValue::Number(v))) = lo.get(k + 1) {
+                    fixed.push(num(other, *v));
+                    let stride = layout.generator_ids_with(&fixed).expect("two fixed");
+                    assert_eq!(stride.ids().collect::<Vec<_>>(), matching(layout, &fixed));
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "{checked} cases");
+}
+
+/// Fixing a field that is not in the identity, a value out of range, or fields that leave the
+/// free ones apart is refused.
+#[test]
+fn bad_fixed_identity_fields_are_refused() {
+    let snowflake = builtin("snowflake");
+    let err = snowflake.generator_ids_with(&[num("region", 1)]).unwrap_err();
+    assert!(matches!(err, Error::UnknownField { .. }), "{err}");
+    let err = snowflake.generator_ids_with(&[num("datacenter", 32)]).unwrap_err();
+    assert!(matches!(err, Error::FieldOutOfRange { .. }), "{err}");
+    let err = snowflake.generator_ids_with(&[text("datacenter", "x")]).unwrap_err();
+    assert!(matches!(err, Error::InvalidFieldValue { .. }), "{err}");
+    // Three identity fields: fixing the middle one leaves the outer two apart.
+    let three = Layout::custom(
+        BitLayout::try_from(LayoutConfig {
+            name: "three".into(),
+            bits: 63,
+            epoch: None,
+            epoch_ms: Some(1_700_000_000_000),
+            tick_ms: 1,
+            fields: vec![
+                FieldConfig { name: "timestamp".into(), bits: 41, role: FieldRole::Time },
+                FieldConfig { name: "region".into(), bits: 2, role: FieldRole::Node },
+                FieldConfig { name: "zone".into(), bits: 2, role: FieldRole::Node },
+                FieldConfig { name: "worker".into(), bits: 4, role: FieldRole::Node },
+                FieldConfig { name: "sequence".into(), bits: 14, role: FieldRole::Sequence },
+            ],
+        })
+        .expect("valid"),
+    );
+    let err = three.generator_ids_with(&[num("zone", 1)]).unwrap_err();
+    assert!(err.to_string().contains("leaves the free identity fields apart"), "{err}");
+    let ends = three.generator_ids_with(&[num("region", 1), num("worker", 3)]).expect("ends");
+    assert_eq!(
+        ends.ids().collect::<Vec<_>>(),
+        matching(&three, &[num("region", 1), num("worker", 3)])
+    );
 }
 
 /// `generator_for` refuses a generator ID out of range and a field the ID already sets.
