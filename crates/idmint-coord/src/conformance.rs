@@ -28,6 +28,7 @@ pub type Handles<'a> = &'a (dyn Fn() -> Arc<dyn Coordinator> + Sync);
 pub async fn run_all(handles: Handles<'_>) {
     fixed_claims_are_exclusive(handles).await;
     pool_claims_are_distinct_and_never_wrap(handles).await;
+    stride_claims_stay_in_their_stride(handles).await;
     concurrent_cold_starts_get_distinct_ids(handles).await;
     marks_survive_release_and_are_read_by_the_next_holder(handles).await;
     marks_never_go_down(handles).await;
@@ -127,6 +128,38 @@ pub async fn pool_claims_are_distinct_and_never_wrap(handles: Handles<'_>) {
     let (handle, claim) = claims.remove(1);
     handle.release(&claim).await.expect("release");
     assert_eq!(handles().claim(&req).await.expect("claim freed id").generator_id(), 1);
+}
+
+/// Claims from a stride (a datacenter or cluster fixed by config) take its IDs lowest first
+/// and never one outside it, even where lower IDs are free; a full stride is refused; a stride
+/// that repeats or overflows is an invalid request.
+pub async fn stride_claims_stay_in_their_stride(handles: Handles<'_>) {
+    let req = request("stride", GeneratorIds::Stride { first: 5, step: 16, count: 3 });
+    let mut claims = Vec::new();
+    for _ in 0..3 {
+        let handle = handles();
+        let claim = handle.claim(&req).await.expect("claim from a stride with room");
+        claims.push((handle, claim));
+    }
+    let ids: Vec<u64> = claims.iter().map(|(_, c)| c.generator_id()).collect();
+    assert_eq!(ids, vec![5, 21, 37], "stride claims take its lowest free id");
+    match handles().claim(&req).await {
+        Err(Error::PoolExhausted { size: 3, .. }) => {}
+        other => panic!("a full stride must be refused, got {other:?}"),
+    }
+    let (handle, claim) = claims.remove(1);
+    handle.release(&claim).await.expect("release");
+    assert_eq!(handles().claim(&req).await.expect("claim freed id").generator_id(), 21);
+    for bad in [
+        GeneratorIds::Stride { first: 5, step: 0, count: 2 },
+        GeneratorIds::Stride { first: 5, step: 16, count: 0 },
+        GeneratorIds::Stride { first: u64::MAX - 1, step: 16, count: 2 },
+    ] {
+        match handles().claim(&request("stride", bad)).await {
+            Err(Error::InvalidRequest(_)) => {}
+            other => panic!("{bad:?} must be refused, got {other:?}"),
+        }
+    }
 }
 
 /// Ten claimants starting at once get ten distinct generator IDs.

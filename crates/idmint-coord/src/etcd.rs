@@ -721,7 +721,7 @@ impl Inner {
         let claim_prefix = format!("{base}claim/");
         let held_ids: HashSet<u64> = match request.generator_ids {
             GeneratorIds::Fixed(_) => HashSet::new(),
-            GeneratorIds::Pool { .. } => {
+            GeneratorIds::Pool { .. } | GeneratorIds::Stride { .. } => {
                 let keys = self.list_keys(&claim_prefix).await?;
                 keys.iter().filter_map(|key| key.parse().ok()).collect()
             }
@@ -747,10 +747,9 @@ impl Inner {
             (GeneratorIds::Fixed(generator_id), Some(holder)) => {
                 Error::Conflict { namespace: request.namespace.clone(), generator_id, holder }
             }
-            (ids, _) => Error::PoolExhausted {
-                namespace: request.namespace.clone(),
-                size: ids.candidates().count() as u64,
-            },
+            (ids, _) => {
+                Error::PoolExhausted { namespace: request.namespace.clone(), size: ids.count() }
+            }
         })
     }
 

@@ -406,10 +406,9 @@ fn lock_first_free(dir: &Path, journal: &Journal, request: &ClaimRequest) -> Res
             generator_id,
             holder: if holder.is_empty() { "another process".into() } else { holder },
         },
-        (ids, _) => Error::PoolExhausted {
-            namespace: request.namespace.clone(),
-            size: ids.candidates().count() as u64,
-        },
+        (ids, _) => {
+            Error::PoolExhausted { namespace: request.namespace.clone(), size: ids.count() }
+        }
     })
 }
 

@@ -127,14 +127,69 @@ pub enum GeneratorIds {
         /// How many generator IDs the layout has.
         count: u64,
     },
+    /// Any of `first`, `first + step`, … (`count` of them), the lowest free one first: the
+    /// generator IDs whose identity has the fields deployment config fixes (a datacenter, a
+    /// LableOrg cluster), from `idmint_core::Layout::generator_ids_with`.
+    Stride {
+        /// The lowest generator ID.
+        first: u64,
+        /// The distance between two.
+        step: u64,
+        /// How many there are.
+        count: u64,
+    },
 }
 
 impl GeneratorIds {
     /// The generator IDs to try, in order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_coord::GeneratorIds;
+    ///
+    /// let cluster = GeneratorIds::Stride { first: 5, step: 16, count: 3 };
+    /// assert_eq!(cluster.candidates().collect::<Vec<_>>(), vec![5, 21, 37]);
+    /// ```
     pub fn candidates(self) -> impl Iterator<Item = u64> {
+        let (first, step, count) = self.progression();
+        (0..count).map(move |i| first + i * step)
+    }
+
+    /// Whether `generator_id` is one of them.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_coord::GeneratorIds;
+    ///
+    /// let cluster = GeneratorIds::Stride { first: 5, step: 16, count: 3 };
+    /// assert!(cluster.contains(21) && !cluster.contains(22) && !cluster.contains(53));
+    /// ```
+    pub fn contains(self, generator_id: u64) -> bool {
+        let (first, step, count) = self.progression();
+        generator_id >= first
+            && (generator_id - first).is_multiple_of(step.max(1))
+            && (generator_id - first) / step.max(1) < count
+    }
+
+    /// How many generator IDs there are.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(idmint_coord::GeneratorIds::Pool { count: 1 << 40 }.count(), 1 << 40);
+    /// ```
+    pub fn count(self) -> u64 {
+        self.progression().2
+    }
+
+    /// `(first, step, count)` of every kind.
+    fn progression(self) -> (u64, u64, u64) {
         match self {
-            GeneratorIds::Fixed(id) => id..id.saturating_add(1),
-            GeneratorIds::Pool { count } => 0..count,
+            GeneratorIds::Fixed(id) => (id, 1, 1),
+            GeneratorIds::Pool { count } => (0, 1, count),
+            GeneratorIds::Stride { first, step, count } => (first, step, count),
         }
     }
 }
@@ -194,8 +249,16 @@ impl ClaimRequest {
                 self.namespace
             )));
         }
-        if let GeneratorIds::Pool { count: 0 } = self.generator_ids {
+        let (first, step, count) = self.generator_ids.progression();
+        if count == 0 {
             return Err(Error::InvalidRequest("a generator-ID pool must not be empty".into()));
+        }
+        if step == 0
+            || (count - 1).checked_mul(step).and_then(|span| span.checked_add(first)).is_none()
+        {
+            return Err(Error::InvalidRequest(format!(
+                "generator IDs {first} + k·{step} for k below {count} do not fit 64 bits, or repeat"
+            )));
         }
         Ok(())
     }

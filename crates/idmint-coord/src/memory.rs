@@ -166,10 +166,9 @@ impl Coordinator for MemoryCoordinator {
             (crate::GeneratorIds::Fixed(generator_id), Some((_, holder))) => {
                 Error::Conflict { namespace: request.namespace.clone(), generator_id, holder }
             }
-            (ids, _) => Error::PoolExhausted {
-                namespace: request.namespace.clone(),
-                size: ids.candidates().count() as u64,
-            },
+            (ids, _) => {
+                Error::PoolExhausted { namespace: request.namespace.clone(), size: ids.count() }
+            }
         })
     }
 

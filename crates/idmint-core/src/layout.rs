@@ -483,6 +483,9 @@ impl Layout {
                 self.name()
             )));
         }
+        if fixed.is_empty() {
+            return Ok(GeneratorStride { first: 0, step: 1, count });
+        }
         // The identity is a mixed-radix number whose digits are the fields, in an order each
         // layout chooses (`lable` puts the cluster above its generator_id). A field's span is
         // its largest value (at the last ID) less its smallest (at ID 0), plus one; its weight

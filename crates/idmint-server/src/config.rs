@@ -3,10 +3,10 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use idmint_coord::{DecimalIdOptions, MemoryStore, SegmentAllocator, SegmentOptions};
+use idmint_coord::{DecimalIdOptions, GeneratorIds, MemoryStore, SegmentAllocator, SegmentOptions};
 use idmint_core::{
-    BitLayout, DecimalId, FieldValue, GeneratorConfig, Icicle, IssuedBy, Layout, LayoutConfig,
-    Order,
+    BitLayout, DecimalId, FieldValue, GeneratorConfig, GeneratorStride, Icicle, IssuedBy, Layout,
+    LayoutConfig, Order,
 };
 use serde::{Deserialize, Serialize};
 
@@ -210,8 +210,12 @@ pub struct NamespaceConfig {
     /// A fixed generator ID (see `idmint explain`: 0..generators). Source `generator` only.
     /// Default: none, which takes the lowest free one.
     pub generator_id: Option<u64>,
-    /// Fixed values of node fields that are not part of the generator's identity: LableOrg's
-    /// `mode`, HotGuid's `shard_key`. Source `generator` only. Default: none.
+    /// Fixed values of node fields. Fields outside the generator's identity (LableOrg's
+    /// `mode`, HotGuid's `shard_key`) are set on the generator. Fields of the identity (a
+    /// snowflake `datacenter`, a LableOrg `cluster_id`) are static deployment config beside a
+    /// negotiated generator ID: the namespace claims only among the generator IDs that have
+    /// them (`idmint_core::Layout::generator_ids_with`; the fields left free must be adjacent).
+    /// Not together with `generator_id`. Source `generator` only. Default: none.
     pub fields: BTreeMap<String, FieldSetting>,
     /// A bearer token that requests for this namespace must carry. Default: none (open).
     pub token: Option<String>,
@@ -547,6 +551,50 @@ impl NamespaceConfig {
         }
     }
 
+    /// The fixed fields as core field values, split into those of the generator identity
+    /// (a datacenter, a LableOrg cluster: they narrow which generator IDs may be claimed) and
+    /// the others (LableOrg's `mode`, HotGuid's `shard_key`: set on the generator).
+    pub(crate) fn split_fields(&self, layout: &Layout) -> (Fields, Fields) {
+        let identity: Vec<String> = match layout.generator_count() {
+            0 => Vec::new(),
+            _ => layout
+                .identity(0)
+                .map(|f| f.into_iter().map(|(n, _)| n).collect())
+                .unwrap_or_default(),
+        };
+        self.field_values().into_iter().partition(|(name, _)| identity.contains(name))
+    }
+
+    /// The generator IDs this namespace may claim: its `generator_id`; otherwise those whose
+    /// identity has its fixed identity fields (every one, when it fixes none), the first
+    /// `generator_pool` of them when that is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when the fixed identity fields are not valid for the layout, or are
+    /// given beside `generator_id`.
+    pub(crate) fn claimable(&self, layout: &Layout) -> Result<GeneratorIds, Error> {
+        let (identity, _) = self.split_fields(layout);
+        let bad = |why: String| Error::Config(format!("namespace `{}`: {why}", self.name));
+        if let Some(id) = self.generator_id {
+            if let Some((name, _)) = identity.first() {
+                return Err(bad(format!(
+                    "give generator_id or fix `{name}` in fields (to claim among the generator \
+                     ids that have it), not both"
+                )));
+            }
+            return Ok(GeneratorIds::Fixed(id));
+        }
+        let stride = layout.generator_ids_with(&identity).map_err(|e| bad(e.to_string()))?;
+        let count = self.generator_pool.map_or(stride.count, |pool| pool.min(stride.count));
+        Ok(match (identity.is_empty(), stride) {
+            (true, _) => GeneratorIds::Pool { count },
+            (false, GeneratorStride { first, step, .. }) => {
+                GeneratorIds::Stride { first, step, count }
+            }
+        })
+    }
+
     /// The fixed fields as core field values.
     pub(crate) fn field_values(&self) -> Vec<(String, FieldValue)> {
         self.fields
@@ -561,6 +609,9 @@ impl NamespaceConfig {
             .collect()
     }
 }
+
+/// Named field values, as the core takes them.
+pub(crate) type Fields = Vec<(String, FieldValue)>;
 
 /// A fixed field value in a namespace's configuration: a number or text.
 ///
@@ -646,9 +697,22 @@ impl ServerConfig {
                 ));
             }
             let layout = ns.resolve_layout()?;
+            // The generator IDs it may claim: all of the layout's, or those with its fixed
+            // identity fields.
+            let claimable = match ns.source()? {
+                Source::Generator => {
+                    // Also refuses identity fields beside `generator_id`.
+                    let unpooled = NamespaceConfig { generator_pool: None, ..ns.clone() };
+                    match unpooled.claimable(&layout)? {
+                        GeneratorIds::Fixed(_) => layout.generator_count(),
+                        ids => ids.count(),
+                    }
+                }
+                _ => layout.generator_count(),
+            };
             check_source(ns, &layout, self.max_batch)?;
             if let Some(pool) = ns.generator_pool {
-                let count = layout.generator_count();
+                let count = claimable;
                 if pool == 0 || pool > count {
                     return bad(format!(
                         "namespace `{}`: generator_pool must be 1..={count} (the layout's \
@@ -664,7 +728,7 @@ impl ServerConfig {
                 }
             }
             if let Some(k) = ns.generators {
-                let pool = ns.generator_pool.unwrap_or(layout.generator_count());
+                let pool = ns.generator_pool.unwrap_or(claimable);
                 let most = pool.min(MAX_GENERATORS);
                 if k == 0 || k > most {
                     return bad(format!(

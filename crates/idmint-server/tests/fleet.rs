@@ -204,8 +204,8 @@ fn a_bad_fixed_generator_id_is_refused_before_any_claim() {
         Ok(_) => panic!("expected a configuration error about {needle}"),
     };
     refused(fixed(1024, None), "generator id");
-    // The ID sets `worker` already.
-    refused(fixed(3, Some(1)), "given twice");
+    // The ID sets `worker` already: fixing it too is refused, naming both ways.
+    refused(fixed(3, Some(1)), "give generator_id or fix `worker` in fields");
     // Negative control: a good fixed ID starts and holds that ID.
     let server = start(fixed(3, None), &coordinator).expect("a good fixed id");
     assert_eq!(generator_id(&server), Some(3));

@@ -172,3 +172,65 @@ async fn bad_generators_settings_are_refused() {
         NamespaceConfig { source: Some(Source::Segment), layout: "sequence".into(), ..ns(Some(2)) };
     check(segment, "`generators` applies to source `generator` only").await;
 }
+
+/// A datacenter (or LableOrg cluster) fixed by config beside negotiated generator IDs: the
+/// namespace claims only among the generator IDs that have it, lowest free first, and every
+/// ID carries it; a full datacenter is refused even with other datacenters free; and fixing it
+/// beside `generator_id`, or out of range, is a config error.
+#[tokio::test]
+async fn a_fixed_datacenter_claims_only_its_own_generator_ids() {
+    use idmint_server::FieldSetting;
+
+    let in_dc = |dc: u64, generators: u64, pool: Option<u64>| ServerConfig {
+        namespaces: vec![NamespaceConfig {
+            fields: [("datacenter".to_owned(), FieldSetting::Number(dc))].into(),
+            generators: Some(generators),
+            generator_pool: pool,
+            ..NamespaceConfig::named("default")
+        }],
+        ..ServerConfig::default()
+    };
+    let coordinator = MemoryCoordinator::new();
+    let first = start(in_dc(3, 30, None), &coordinator).await.expect("start");
+    let mut held = first.namespace_infos().remove(0).generator_ids;
+    held.sort_unstable();
+    assert_eq!(held, (96..126).collect::<Vec<_>>(), "datacenter 3 is generator ids 96..=127");
+    for _ in 0..50 {
+        let batch = raw(&first.issue("default", 100).await.expect("issue"));
+        assert!(batch.iter().all(|id| generator_of(*id) >> 5 == 3), "every id in datacenter 3");
+    }
+    // The last two of datacenter 3, then nothing left there, though 0..96 are free.
+    let second = start(in_dc(3, 2, None), &coordinator).await.expect("the last two");
+    let mut last = second.namespace_infos().remove(0).generator_ids;
+    last.sort_unstable();
+    assert_eq!(last, [126, 127]);
+    let full = start(in_dc(3, 1, None), &coordinator).await.err().map(|e| e.to_string());
+    assert!(full.as_deref().is_some_and(|e| e.contains("pool of 32")), "{full:?}");
+    assert!(is_free(&coordinator, 0).await, "no id outside datacenter 3 was taken");
+    // generator_pool counts inside the datacenter: the first 2 of datacenter 4.
+    let pooled = start(in_dc(4, 2, Some(2)), &coordinator).await.expect("pool of 2");
+    let mut two = pooled.namespace_infos().remove(0).generator_ids;
+    two.sort_unstable();
+    assert_eq!(two, [128, 129]);
+    for server in [first, second, pooled] {
+        server.stop().await.expect("stop");
+    }
+
+    for (what, namespace, want) in [
+        (
+            "beside generator_id",
+            NamespaceConfig { generator_id: Some(7), ..in_dc(3, 1, None).namespaces.remove(0) },
+            "give generator_id or fix `datacenter` in fields",
+        ),
+        ("out of range", in_dc(32, 1, None).namespaces.remove(0), "datacenter"),
+        (
+            "more generators than it has",
+            in_dc(3, 33, None).namespaces.remove(0),
+            "generators must be 1..=32",
+        ),
+    ] {
+        let config = ServerConfig { namespaces: vec![namespace], ..ServerConfig::default() };
+        let got = start(config, &MemoryCoordinator::new()).await.err().map(|e| e.to_string());
+        assert!(got.as_deref().is_some_and(|e| e.contains(want)), "{what}: {got:?}");
+    }
+}

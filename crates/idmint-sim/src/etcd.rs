@@ -421,10 +421,9 @@ impl Coordinator for SimCoordinator {
                     (GeneratorIds::Fixed(generator_id), Some(holder)) => {
                         Error::Conflict { namespace: req.namespace.clone(), generator_id, holder }
                     }
-                    (ids, _) => Error::PoolExhausted {
-                        namespace: req.namespace.clone(),
-                        size: ids.candidates().count() as u64,
-                    },
+                    (ids, _) => {
+                        Error::PoolExhausted { namespace: req.namespace.clone(), size: ids.count() }
+                    }
                 })
             })
             .await??;

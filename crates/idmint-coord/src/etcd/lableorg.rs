@@ -37,10 +37,7 @@ pub(super) async fn claim(
     let clusters = cluster_ids(inner, root).await?;
     // LableOrg's order: cluster IDs as listed, then generator IDs ascending; only the pairs
     // whose identity (`cluster·2048 + generator`) the request accepts.
-    let accepts = |identity: u64| match request.generator_ids {
-        GeneratorIds::Fixed(id) => id == identity,
-        GeneratorIds::Pool { count } => identity < count,
-    };
+    let accepts = |identity: u64| request.generator_ids.contains(identity);
     let mut distinct = HashSet::new();
     let candidates: Vec<(u64, u64)> = clusters
         .iter()

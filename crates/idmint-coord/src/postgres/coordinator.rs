@@ -748,7 +748,7 @@ impl Coordinator for PostgresCoordinator {
         let namespace = request.namespace.as_str();
         let live: HashSet<i64> = match request.generator_ids {
             GeneratorIds::Fixed(_) => HashSet::new(),
-            GeneratorIds::Pool { .. } => {
+            GeneratorIds::Pool { .. } | GeneratorIds::Stride { .. } => {
                 let rows = inner
                     .store
                     .query("list live claims", LIVE, &[Type::TEXT], &[&namespace])
@@ -815,10 +815,7 @@ impl Coordinator for PostgresCoordinator {
             (GeneratorIds::Fixed(generator_id), Some(holder)) => {
                 Error::Conflict { namespace: namespace.to_owned(), generator_id, holder }
             }
-            (ids, _) => Error::PoolExhausted {
-                namespace: namespace.to_owned(),
-                size: ids.candidates().count() as u64,
-            },
+            (ids, _) => Error::PoolExhausted { namespace: namespace.to_owned(), size: ids.count() },
         })
     }
 

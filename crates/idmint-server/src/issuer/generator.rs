@@ -16,7 +16,7 @@ use std::{
 };
 
 use arc_swap::ArcSwapOption;
-use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator, GeneratorIds};
+use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator};
 use idmint_core::{Anchor, AnyGenerator, GeneratorConfig, Next};
 use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
@@ -139,13 +139,7 @@ impl GeneratorIssuer {
         clocks: &Clocks,
         server: &ServerConfig,
     ) -> Result<(), Error> {
-        let ids = match (self.ns.config.generator_id, self.ns.config.generator_pool) {
-            (Some(id), _) => GeneratorIds::Fixed(id),
-            (None, Some(pool)) => {
-                GeneratorIds::Pool { count: pool.min(self.ns.layout.generator_count()) }
-            }
-            (None, None) => GeneratorIds::Pool { count: self.ns.layout.generator_count() },
-        };
+        let ids = self.ns.config.claimable(&self.ns.layout)?;
         let request = ClaimRequest::new(&self.ns.name, ids, &self.ns.layout.fingerprint())
             .with_holder(clocks.holder_description());
         let claim = coordinator.claim(&request).await?;
@@ -200,11 +194,10 @@ impl GeneratorIssuer {
             borrow_ms: self.ns.config.borrow_ms,
             ..GeneratorConfig::default()
         };
-        let generator = self.ns.layout.generator_for(
-            claim.generator_id(),
-            &self.ns.config.field_values(),
-            &config,
-        )?;
+        // The claimed generator ID sets the identity fields (those fixed in config among
+        // them); the others are set here.
+        let (_, others) = self.ns.config.split_fields(&self.ns.layout);
+        let generator = self.ns.layout.generator_for(claim.generator_id(), &others, &config)?;
         let now = anchor.now_ms(wall, clocks.mono_ms());
         let mark = now + server.window_ms;
         coordinator.store_mark(claim, mark).await?;
