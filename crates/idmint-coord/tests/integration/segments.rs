@@ -13,8 +13,6 @@
 
 #![cfg(feature = "test-util")]
 
-mod common;
-
 use std::{
     collections::HashSet,
     fs::{self, File},
@@ -29,7 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::fixed;
+use crate::common::fixed;
 use idmint_coord::{
     Error, FileStore, MAX_SEGMENT_ID, MemoryStore, SegmentAllocator, SegmentOptions, SegmentStore,
     conformance,
@@ -186,7 +184,13 @@ fn spawn_worker(mode: &str, store: &str, step: u64, out: &Path, go: Option<&Path
     let stderr = File::create(out.with_extension("stderr")).expect("stderr file");
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     command
-        .args(["worker_process_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .args([
+            "segments::worker_process_entry",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
         .env(WORKER, mode)
         .env(STORE, store)
         .env(STEP, step.to_string())

@@ -1,4 +1,4 @@
-//! What the segment tests (`tests/segments.rs`) and the segment benchmark
+//! What the segment tests (`tests/integration/segments.rs`) and the segment benchmark
 //! (`benches/segments.rs`) share.
 
 use idmint_coord::SegmentOptions;

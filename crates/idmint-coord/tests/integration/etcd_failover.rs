@@ -14,7 +14,7 @@
 //! shares, and on CI's busy 2-core machine the leader pause once cost the claim (91.8 % of mark
 //! writes answered, the lease not renewed in time), which is a finding to chase, not a verdict
 //! a test run should turn on. Run them with
-//! `IDMINT_NEGATIVE_CONTROLS=1 cargo test -p idmint-coord --features etcd,test-util --test etcd_failover -- --ignored --test-threads=1`.
+//! `IDMINT_NEGATIVE_CONTROLS=1 cargo test -p idmint-coord --features etcd,test-util --test integration etcd_failover -- --ignored --test-threads=1`.
 
 #![cfg(all(feature = "etcd", feature = "test-util", idmint_negative_controls))]
 
