@@ -13,23 +13,14 @@
 //! | `builder` | settings are checked |
 //! | `tls` | `https://` through a TLS front, with a private root; refused without it (feature `rustls`) |
 
-#[path = "lib/binary.rs"]
 mod binary;
 #[cfg(feature = "blocking")]
-#[path = "lib/blocking.rs"]
 mod blocking;
-#[path = "lib/builder.rs"]
 mod builder;
-#[path = "lib/failover.rs"]
 mod failover;
-#[path = "lib/prefetch.rs"]
 mod prefetch;
-#[path = "lib/retries.rs"]
 mod retries;
-#[path = "lib/support.rs"]
 mod support;
-#[path = "lib/timeouts.rs"]
 mod timeouts;
 #[cfg(feature = "rustls")]
-#[path = "lib/tls.rs"]
 mod tls;

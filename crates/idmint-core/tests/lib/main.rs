@@ -17,29 +17,16 @@
 //!
 //! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
 
-#[path = "lib/bulk.rs"]
 mod bulk;
-#[path = "lib/common.rs"]
 mod common;
-#[path = "lib/conversions.rs"]
 mod conversions;
-#[path = "lib/generator.rs"]
 mod generator;
-#[path = "lib/kinds.rs"]
 mod kinds;
-#[path = "lib/layouts.rs"]
 mod layouts;
-#[path = "lib/no_panic.rs"]
 mod no_panic;
-#[path = "lib/public_ids.rs"]
 mod public_ids;
-#[path = "lib/tidy.rs"]
 mod tidy;
-#[path = "lib/upstream.rs"]
 mod upstream;
-#[path = "lib/upstream_edges.rs"]
 mod upstream_edges;
-#[path = "lib/uuid7_conformance.rs"]
 mod uuid7_conformance;
-#[path = "lib/vectors.rs"]
 mod vectors;
