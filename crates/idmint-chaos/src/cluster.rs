@@ -17,16 +17,6 @@ use crate::{error::ChaosError, watch::Pids};
 /// How long a server may take to print its "serving" line.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// libfaketime's preload library, where Debian's `faketime` package puts it.
-pub(crate) fn libfaketime() -> Option<PathBuf> {
-    let mut dirs =
-        vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
-    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
-        dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
-    }
-    dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
-}
-
 /// Variables of the harness's environment that would change how `idmint` runs.
 const CLEARED_ENV: [&str; 6] = [
     "RUST_LOG",

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use idmint_coord::testing::EtcdCluster;
+use idmint_coord::testing::{EtcdCluster, libfaketime};
 
 mod etcd_restore;
 mod redis;
@@ -22,7 +22,7 @@ use crate::{
     availability::{Availability, KindReport},
     check::{self, Report},
     client::{self, ClientMode, Shared},
-    cluster::{Node, libfaketime, signal_pid},
+    cluster::{Node, signal_pid},
     error::ChaosError,
     flood::Flood,
     history::{self, Event, Recorder},

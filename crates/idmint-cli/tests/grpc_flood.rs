@@ -12,14 +12,6 @@
 //! passes one variable to the server, for allocator experiments (`MALLOC_ARENA_MAX=1`,
 //! `GLIBC_TUNABLES=...`).
 
-#[path = "../../idmint-server/tests/common/check.rs"]
-mod check;
-mod common;
-#[path = "../../idmint-server/tests/common/h2.rs"]
-mod h2;
-#[path = "../../idmint-server/tests/common/http.rs"]
-mod http;
-
 use std::{
     io::{ErrorKind, Read, Write},
     net::{SocketAddr, TcpStream},
@@ -31,7 +23,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{IDMINT, Server};
+use idmint_testkit::{check, h2, process::Server};
+
+/// The binary under test.
+const IDMINT: &str = env!("CARGO_BIN_EXE_idmint");
 
 /// How long a flood is held while the probes run.
 const HOLD: Duration = Duration::from_secs(4);

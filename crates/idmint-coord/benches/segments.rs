@@ -7,7 +7,7 @@
 //! CARGO_TARGET_DIR=/tmp/t-pg cargo bench -p idmint-coord --features postgres --bench segments
 //! ```
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common.rs"]
 mod common;
 
 use std::{

@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn the_script_file_is_the_upstream_text() {
-        // The full check (SHA1) is in tests/icicle.rs; here, the cheap invariants that an
+        // The full check (SHA1) is in tests/integration/icicle.rs; here, the cheap invariants that an
         // editor could break: no trailing newline, the upstream first line and the lock text.
         assert!(SCRIPT.starts_with("local lock_key = 'icicle-generator-lock'\n"));
         assert!(SCRIPT.ends_with("tonumber(time[2])\n}"));

@@ -117,6 +117,28 @@ pub fn available<T>(started: Result<T, HarnessError>) -> Option<T> {
     }
 }
 
+/// libfaketime's preload library (`libfaketime.so.1`), where Debian's `faketime` package puts
+/// it: `None` when it is not installed. The CLI's tests and the chaos harness run `idmint
+/// serve` under it (`LD_PRELOAD`) to step its wall clock.
+///
+/// # Example
+///
+/// ```
+/// use idmint_coord::testing::libfaketime;
+///
+/// if let Some(library) = libfaketime() {
+///     assert!(library.ends_with("libfaketime.so.1"));
+/// }
+/// ```
+pub fn libfaketime() -> Option<PathBuf> {
+    let mut dirs =
+        vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
+    }
+    dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
+}
+
 /// The full path of `program` on `PATH`.
 ///
 /// # Errors

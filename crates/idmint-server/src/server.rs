@@ -422,18 +422,10 @@ mod tests {
     use std::{collections::HashSet, sync::Arc, time::Duration};
 
     use idmint_coord::MemoryCoordinator;
-    use idmint_core::{AnyId, ManualClock};
+    use idmint_core::ManualClock;
+    use idmint_testkit::check::u64s;
 
     use crate::{Server, ServerConfig};
-
-    fn raw(ids: &[AnyId]) -> Vec<u64> {
-        ids.iter()
-            .map(|id| match id {
-                AnyId::U64(v) => *v,
-                AnyId::U128(_) => panic!("snowflake ids are 64-bit"),
-            })
-            .collect()
-    }
 
     /// A claim taken away (an expired lease) leaves the namespace serving only inside the
     /// window it already stored; then it goes not ready, claims again, and continues above the
@@ -446,12 +438,12 @@ mod tests {
         let server = Server::start(config, Arc::new(coordinator.clone()), wall.clone())
             .await
             .expect("start");
-        let before = raw(&server.issue("default", 100).await.expect("issue"));
+        let before = u64s(&server.issue("default", 100).await.expect("issue"));
         let mark = coordinator.mark("default", 0).expect("a stored mark");
 
         assert!(coordinator.revoke("default", 0));
         // Inside the stored window, issuing goes on (nobody else can use these times).
-        let inside = raw(&server.issue("default", 100).await.expect("issue inside the window"));
+        let inside = u64s(&server.issue("default", 100).await.expect("issue inside the window"));
         assert!(server.is_ready());
 
         // Past the window: no ID may be issued with this claim any more.
@@ -469,7 +461,7 @@ mod tests {
             }
         }
         assert!(reclaimed, "the namespace should have claimed again:\n{}", server.render_metrics());
-        let after = raw(&server.issue("default", 100).await.expect("issue after claiming again"));
+        let after = u64s(&server.issue("default", 100).await.expect("issue after claiming again"));
 
         let all: Vec<u64> = before.iter().chain(&inside).chain(&after).copied().collect();
         assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len(), "duplicate ids");

