@@ -188,7 +188,7 @@ async fn a_fixed_datacenter_claims_only_its_own_generator_ids() {
     held.sort_unstable();
     assert_eq!(held, (96..126).collect::<Vec<_>>(), "datacenter 3 is generator ids 96..=127");
     for _ in 0..50 {
-        let batch = raw(&first.issue("default", 100).await.expect("issue"));
+        let batch = u64s(&first.issue("default", 100).await.expect("issue"));
         assert!(batch.iter().all(|id| generator_of(*id) >> 5 == 3), "every id in datacenter 3");
     }
     // The last two of datacenter 3, then nothing left there, though 0..96 are free.

@@ -219,17 +219,17 @@ fn a_decimal_id_launch_from_config_is_used_once() {
             launch_id,
             ..NamespaceConfig::named("test")
         };
-        Running::start(config(vec![tickets]), backends)
+        start(config(vec![tickets]), backends)
     };
-    let launch_of = |server: &Running| {
-        let ids = server.fetch("test", &[10]);
+    let launch_of = |server: &TestServer| {
+        let ids = fetch(server, "test", &[10]);
         let launches: HashSet<u64> =
             ids.iter().map(|&id| field(&fields("decimal-id", id), "launch_id")).collect();
         launches
     };
     let server = start(Some(7)).expect("launch 7");
     assert_eq!(launch_of(&server), HashSet::from([7]));
-    server.stop();
+    server.stop().expect("ordered shutdown");
     for again in [7, 3] {
         let refused = start(Some(again)).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(
@@ -239,10 +239,10 @@ fn a_decimal_id_launch_from_config_is_used_once() {
     }
     let server = start(None).expect("the next launch");
     assert_eq!(launch_of(&server), HashSet::from([8]));
-    server.stop();
+    server.stop().expect("ordered shutdown");
     let server = start(Some(4_210)).expect("launch 4210");
     assert_eq!(launch_of(&server), HashSet::from([4_210]));
-    server.stop();
+    server.stop().expect("ordered shutdown");
 }
 
 /// A `redis` namespace over two real Redis nodes with shards 1 and 2: batches over HTTP
