@@ -371,20 +371,17 @@ impl IdText {
 /// The text after `prefix` and `_`; another prefix, or none, is
 /// [`Error::TypePrefixMismatch`]. The prefix found is the longest run before a `_` that is a
 /// TypeID prefix and leaves text `format` reads (a 64-bit layout's text may hold `_`, as
-/// base64url does); with none, the text has no prefix.
+/// base64url does), else the longest that is a TypeID prefix (another namespace's TypeID);
+/// with none, the text has no prefix.
 fn strip<'a>(prefix: &TypePrefix, text: &'a str, format: Format) -> Result<&'a str, Error> {
     if let Some(rest) = text.strip_prefix(prefix.as_str()).and_then(|r| r.strip_prefix('_')) {
         return Ok(rest);
     }
-    let found = text
-        .char_indices()
-        .filter(|&(_, c)| c == '_')
-        .map(|(at, _)| at)
-        .rev()
-        .find(|&at| {
-            TypePrefix::new(&text[..at]).is_ok_and(|p| !p.is_empty())
-                && AnyId::parse(&text[at + 1..], format, 64).is_ok()
-        })
+    let separators = || text.char_indices().filter(|&(_, c)| c == '_').map(|(at, _)| at).rev();
+    let is_prefix = |at: usize| TypePrefix::new(&text[..at]).is_ok_and(|p| !p.is_empty());
+    let found = separators()
+        .find(|&at| is_prefix(at) && AnyId::parse(&text[at + 1..], format, 64).is_ok())
+        .or_else(|| separators().find(|&at| is_prefix(at)))
         .map_or("", |at| &text[..at]);
     Err(Error::TypePrefixMismatch {
         expected: prefix.as_str().to_owned(),
@@ -450,5 +447,9 @@ mod tests {
         check("42", Err("TypeID prefix none where `user` was expected"));
         check("user42", Err("TypeID prefix none where `user` was expected"));
         check("user_x", Err("invalid decimal id: invalid character `x` at position 1"));
+        check(
+            "pre_fix_01h455vb4pex5vsknk084sn02q",
+            Err("TypeID prefix `pre_fix` where `user` was expected"),
+        );
     }
 }
