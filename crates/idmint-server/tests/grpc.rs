@@ -942,6 +942,7 @@ async fn packed_batches_carry_public_ids() {
         namespace: "orders".into(),
         count: 200,
         encoding: IdEncoding::PackedBe.into(),
+        format: None,
     };
     let batch =
         within("batch", client.batch(with_token(request, Some(TOKEN)))).await.unwrap().into_inner();
