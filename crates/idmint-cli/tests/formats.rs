@@ -68,7 +68,8 @@ impl Form {
                 };
                 assert_eq!(suffix.len(), 26, "{line}");
                 assert_eq!(suffix, suffix.to_lowercase(), "{line}");
-                let ulid = ulid::Ulid::from_string(suffix).unwrap_or_else(|e| panic!("{line}: {e}"));
+                let ulid =
+                    ulid::Ulid::from_string(suffix).unwrap_or_else(|e| panic!("{line}: {e}"));
                 assert_eq!(ulid.timestamp_ms(), uuid7_ms(ulid.0, line), "{line}");
             }
             Form::PrefixedDecimal(prefix) => {
@@ -124,25 +125,59 @@ fn gen_writes_every_form_and_refuses_those_that_do_not_fit() {
     let cases: &[(&[&str], Want)] = &[
         (&["gen", "--layout", "uuid7", "-n", "200"], Want::Ids(200, Form::Uuid7)),
         (&["gen", "--layout", "uuid7", "--format", "uuid", "-n", "3"], Want::Ids(3, Form::Uuid7)),
-        (&["gen", "--layout", "uuid7", "--format", "ulid", "-n", "200"], Want::Ids(200, Form::Ulid)),
         (
-            &["gen", "--layout", "uuid7", "--format", "typeid", "--type-prefix", "user", "-n", "200"],
+            &["gen", "--layout", "uuid7", "--format", "ulid", "-n", "200"],
+            Want::Ids(200, Form::Ulid),
+        ),
+        (
+            &[
+                "gen",
+                "--layout",
+                "uuid7",
+                "--format",
+                "typeid",
+                "--type-prefix",
+                "user",
+                "-n",
+                "200",
+            ],
             Want::Ids(200, Form::TypeId("user")),
         ),
-        (&["gen", "--layout", "uuid7", "--type-prefix", "user"], Want::Ids(1, Form::TypeId("user"))),
+        (
+            &["gen", "--layout", "uuid7", "--type-prefix", "user"],
+            Want::Ids(1, Form::TypeId("user")),
+        ),
         (&["gen", "--layout", "uuid7", "--format", "typeid"], Want::Ids(1, Form::TypeId(""))),
         (
             &["gen", "--layout", "uuid7", "--type-prefix", "user", "--format", "uuid"],
             Want::Ids(1, Form::Uuid7),
         ),
-        (&["gen", "--type-prefix", "order", "-n", "5"], Want::Ids(5, Form::PrefixedDecimal("order"))),
+        (
+            &["gen", "--type-prefix", "order", "-n", "5"],
+            Want::Ids(5, Form::PrefixedDecimal("order")),
+        ),
         // Forms that cannot hold the layout's IDs, and prefixes the TypeID spec refuses.
-        (&["gen", "--format", "ulid"], Want::Refused("format `ulid` needs a 128-bit layout; `snowflake` ids have 64 bits")),
-        (&["gen", "--format", "typeid"], Want::Refused("format `typeid` needs a 128-bit layout or a type prefix")),
-        (&["gen", "--layout", "js53", "--format", "uuid", "--type-prefix", "a"], Want::Refused("format `uuid` needs a 128-bit layout")),
+        (
+            &["gen", "--format", "ulid"],
+            Want::Refused("format `ulid` needs a 128-bit layout; `snowflake` ids have 64 bits"),
+        ),
+        (
+            &["gen", "--format", "typeid"],
+            Want::Refused("format `typeid` needs a 128-bit layout or a type prefix"),
+        ),
+        (
+            &["gen", "--layout", "js53", "--format", "uuid", "--type-prefix", "a"],
+            Want::Refused("format `uuid` needs a 128-bit layout"),
+        ),
         (&["gen", "--format", "guid"], Want::Refused("unknown format `guid`")),
-        (&["gen", "--layout", "uuid7", "--type-prefix", "User"], Want::Refused("the prefix `User` has `U` at character 1")),
-        (&["gen", "--layout", "uuid7", "--type-prefix", "user_"], Want::Refused("starts or ends with `_`")),
+        (
+            &["gen", "--layout", "uuid7", "--type-prefix", "User"],
+            Want::Refused("the prefix `User` has `U` at character 1"),
+        ),
+        (
+            &["gen", "--layout", "uuid7", "--type-prefix", "user_"],
+            Want::Refused("starts or ends with `_`"),
+        ),
         (&["gen", "--layout", "uuid7", "--type-prefix", ""], Want::Refused("an empty prefix")),
     ];
     for (args, want) in cases {
@@ -171,21 +206,37 @@ fn decode_reads_every_form_and_refuses_another_prefix() {
         (with(&["--type-prefix", "user", typeid]), Want::Decoded(typeid)),
         (with(&["--type-prefix", "user", "--format", "uuid", &uuid]), Want::Decoded(typeid)),
         (with(&["--type-prefix", "user", "--format", "ulid", &ulid]), Want::Decoded(typeid)),
-        (with(&["--format", "typeid", suffix]), Want::Decoded(Box::leak(uuid.clone().into_boxed_str()))),
         (
-            ["decode", "--json", "--type-prefix", "order", order_number].map(str::to_owned).to_vec(),
+            with(&["--format", "typeid", suffix]),
+            Want::Decoded(Box::leak(uuid.clone().into_boxed_str())),
+        ),
+        (
+            ["decode", "--json", "--type-prefix", "order", order_number]
+                .map(str::to_owned)
+                .to_vec(),
             Want::Decoded(order_number),
         ),
         // The prefix check, both widths, with both prefixes named.
-        (with(&["--type-prefix", "user", &order]), Want::Refused("TypeID prefix `order` where `user` was expected")),
-        (with(&["--type-prefix", "user", suffix]), Want::Refused("TypeID prefix none where `user` was expected")),
-        (with(&["--format", "typeid", typeid]), Want::Refused("TypeID prefix `user` where none was expected")),
+        (
+            with(&["--type-prefix", "user", &order]),
+            Want::Refused("TypeID prefix `order` where `user` was expected"),
+        ),
+        (
+            with(&["--type-prefix", "user", suffix]),
+            Want::Refused("TypeID prefix none where `user` was expected"),
+        ),
+        (
+            with(&["--format", "typeid", typeid]),
+            Want::Refused("TypeID prefix `user` where none was expected"),
+        ),
         (
             ["decode", "--type-prefix", "order", &as_user].map(|s| s.to_owned()).to_vec(),
             Want::Refused("TypeID prefix `user` where `order` was expected"),
         ),
         (
-            ["decode", "--layout", "auto", "--type-prefix", "user", typeid].map(str::to_owned).to_vec(),
+            ["decode", "--layout", "auto", "--type-prefix", "user", typeid]
+                .map(str::to_owned)
+                .to_vec(),
             Want::Refused("--format, --type-prefix and --epoch cannot be used with --layout auto"),
         ),
     ];
@@ -198,7 +249,10 @@ fn decode_reads_every_form_and_refuses_another_prefix() {
     let output = run(&["decode", "--layout", "auto", "--json", typeid]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!((json["layout"].as_str(), json["fields"]["prefix"].as_str()), (Some("typeid"), Some("user")));
+    assert_eq!(
+        (json["layout"].as_str(), json["fields"]["prefix"].as_str()),
+        (Some("typeid"), Some("user"))
+    );
     assert_eq!(json["fields"]["version"], 7, "{json}");
     assert_eq!(json["fields"]["unix_ts_ms"], uuid7_ms(value, typeid), "{json}");
 }
