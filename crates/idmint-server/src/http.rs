@@ -519,7 +519,7 @@ async fn batch_post(
 /// A batch in the negotiated media type. `format` and `numbers` are checked either way, and
 /// shape only JSON: binary IDs are raw values, the 16 bytes of a 128-bit ID being those of its
 /// UUID, ULID and TypeID alike, without a prefix (DESIGN.md, "What do `format` and
-/// `type_prefix` mean on binary batches and gRPC?").
+/// `type_prefix` mean across the APIs, and why a prefix on 64-bit IDs?").
 async fn batch_response(
     server: &Server,
     ns: &Namespace,
