@@ -393,6 +393,15 @@ fn strip<'a>(prefix: &TypePrefix, text: &'a str, format: Format) -> Result<&'a s
 mod tests {
     use super::*;
 
+    /// Every format's name is a form's, in the same order, and each name reads back.
+    #[test]
+    fn form_names_are_the_format_names_then_ulid_and_typeid() {
+        assert_eq!(IdForm::NAMES[..Format::NAMES.len()], Format::NAMES);
+        for name in IdForm::NAMES {
+            assert_eq!(name.parse::<IdForm>().map(IdForm::name), Ok(name));
+        }
+    }
+
     #[test]
     fn forms_apply_where_they_can_hold_the_ids() {
         let user = TypePrefix::new("user").unwrap();
