@@ -30,7 +30,8 @@ Examples:
   idmint decode --layout flake --format base64le BXDOxnfZflk=
   idmint decode --layout lable cb54ecf2840a0015
   idmint decode --layout hot-guid --json 61ff0f80-981e-12e9-3401-e241d0000000
-  idmint decode --layout uuid7 --type-prefix user user_01h455vb4pex5vsknk084sn02q
+  idmint decode --layout uuid7 --type-prefix user \\
+    user_01h455vb4pex5vsknk084sn02q
   idmint decode --layout auto 017F22E2-79B0-7CC3-98C4-DC0C0C07398F
   idmint decode --layout auto 0ujtsYcgvSTl8PAuAdqWYSMnLOv 9m4e2mr0ui3e8a215n4g
   idmint decode --layout auto --json 175928847299117063

@@ -135,6 +135,9 @@ impl FromStr for IdForm {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdText {
     rule: Rule,
+    /// Negative control: read any prefix ([`IdText::without_prefix_check`]).
+    #[cfg(idmint_negative_controls)]
+    any_prefix: bool,
 }
 
 /// How [`IdText`] writes an ID.
@@ -198,7 +201,52 @@ impl IdText {
                 None => return Err(refuse(form, "a 128-bit layout or a type prefix")),
             },
         };
-        Ok(IdText { rule })
+        Ok(IdText {
+            rule,
+            #[cfg(idmint_negative_controls)]
+            any_prefix: false,
+        })
+    }
+
+    /// Negative control: the same text, reading any prefix (or none) as if it were the
+    /// expected one, so that a test shows its cases need the prefix check to be refused.
+    /// Compiled only under `--cfg idmint_negative_controls`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[cfg(idmint_negative_controls)] {
+    /// use idmint_core::{AnyId, IdText, Layout, TypePrefix};
+    ///
+    /// let snowflake = Layout::builtin("snowflake").unwrap();
+    /// let user = TypePrefix::new("user").unwrap();
+    /// let text = IdText::new(&snowflake, Some(&user), None).unwrap().without_prefix_check();
+    /// assert_eq!(text.parse(&snowflake, "order_42").unwrap(), AnyId::U64(42));
+    /// # }
+    /// ```
+    #[cfg(idmint_negative_controls)]
+    #[must_use]
+    pub fn without_prefix_check(self) -> Self {
+        IdText { any_prefix: true, ..self }
+    }
+
+    /// The text with another prefix taken as this one's, for the negative control.
+    #[cfg(idmint_negative_controls)]
+    fn as_if_expected<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let Some(expected) = self.prefix().filter(|_| self.any_prefix) else {
+            return text.into();
+        };
+        let rest = match &self.rule {
+            Rule::Prefixed(_, format) => match found_prefix(text, *format) {
+                "" => text,
+                found => &text[found.len() + 1..],
+            },
+            _ => text.rsplit_once('_').map_or(text, |(_, rest)| rest),
+        };
+        match expected.is_empty() {
+            true => rest.to_owned().into(),
+            false => format!("{expected}_{rest}").into(),
+        }
     }
 
     /// The name of the form this text is in (`typeid`, `uuid`, `decimal`, ...).
@@ -317,6 +365,8 @@ impl IdText {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn parse(&self, layout: &Layout, text: &str) -> Result<AnyId, Error> {
+        #[cfg(idmint_negative_controls)]
+        let text = &*self.as_if_expected(text);
         match &self.rule {
             Rule::Plain(format) => layout.parse(text, *format),
             Rule::Prefixed(prefix, format) => layout.parse(strip(prefix, text, *format)?, *format),
@@ -347,6 +397,8 @@ impl IdText {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn parse_value_of(&self, bits: u32, text: &str) -> Result<AnyId, Error> {
+        #[cfg(idmint_negative_controls)]
+        let text = &*self.as_if_expected(text);
         match &self.rule {
             Rule::Plain(format) => AnyId::parse(text, *format, bits),
             Rule::Prefixed(prefix, format) => {
@@ -377,16 +429,21 @@ fn strip<'a>(prefix: &TypePrefix, text: &'a str, format: Format) -> Result<&'a s
     if let Some(rest) = text.strip_prefix(prefix.as_str()).and_then(|r| r.strip_prefix('_')) {
         return Ok(rest);
     }
-    let separators = || text.char_indices().filter(|&(_, c)| c == '_').map(|(at, _)| at).rev();
-    let is_prefix = |at: usize| TypePrefix::new(&text[..at]).is_ok_and(|p| !p.is_empty());
-    let found = separators()
-        .find(|&at| is_prefix(at) && AnyId::parse(&text[at + 1..], format, 64).is_ok())
-        .or_else(|| separators().find(|&at| is_prefix(at)))
-        .map_or("", |at| &text[..at]);
+    let found = found_prefix(text, format);
     Err(Error::TypePrefixMismatch {
         expected: prefix.as_str().to_owned(),
         found: found.chars().take(63).collect(),
     })
+}
+
+/// The prefix `text` has, as [`strip`] finds it; empty for none.
+fn found_prefix(text: &str, format: Format) -> &str {
+    let separators = || text.char_indices().filter(|&(_, c)| c == '_').map(|(at, _)| at).rev();
+    let is_prefix = |at: usize| TypePrefix::new(&text[..at]).is_ok_and(|p| !p.is_empty());
+    separators()
+        .find(|&at| is_prefix(at) && AnyId::parse(&text[at + 1..], format, 64).is_ok())
+        .or_else(|| separators().find(|&at| is_prefix(at)))
+        .map_or("", |at| &text[..at])
 }
 
 #[cfg(test)]
@@ -439,6 +496,35 @@ mod tests {
             Some("uuid"),
             "refused: format `uuid` needs a 128-bit layout; `js53` ids have 64 bits",
         );
+    }
+
+    /// Every text of another type, of both widths, is refused by the prefix check, and read
+    /// as the expected type without it (the negative control, under
+    /// `--cfg idmint_negative_controls`): the cases need the check to be refused.
+    #[test]
+    fn another_types_ids_are_refused_only_by_the_prefix_check() {
+        let user = TypePrefix::new("user").unwrap();
+        let cases = [
+            ("snowflake", "order_42"),
+            ("snowflake", "42"),
+            ("snowflake", "pre_fix_42"),
+            ("uuid7", "order_01h455vb4pex5vsknk084sn02q"),
+            ("uuid7", "01h455vb4pex5vsknk084sn02q"),
+        ];
+        let refused = |text: &IdText, layout: &Layout, input: &str| {
+            matches!(text.parse(layout, input), Err(Error::TypePrefixMismatch { .. }))
+        };
+        for (layout, input) in cases {
+            let layout = Layout::builtin(layout).unwrap();
+            let text = IdText::new(&layout, Some(&user), None).unwrap();
+            assert!(refused(&text, &layout, input), "{input} was taken as a user id");
+            #[cfg(idmint_negative_controls)]
+            {
+                let unchecked = text.without_prefix_check();
+                assert!(!refused(&unchecked, &layout, input), "{input}: the control refused it");
+                assert!(unchecked.parse(&layout, input).is_ok(), "{input}");
+            }
+        }
     }
 
     #[test]
