@@ -7,10 +7,10 @@ mod auto;
 use std::io::{BufRead, Write};
 
 use anyhow::Context;
-use idmint_core::{AnyId, Clock, FieldValue, Format, Layout, SystemClock, format_rfc3339_ms};
+use idmint_core::{AnyId, Clock, FieldValue, IdText, Layout, SystemClock, format_rfc3339_ms};
 use serde::{Serialize, ser::SerializeMap};
 
-use crate::layout_arg::{LayoutArgs, format_for, parse_format};
+use crate::layout_arg::{LayoutArgs, TextArgs};
 
 /// The arguments of `idmint decode`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +30,8 @@ Examples:
   idmint decode --layout flake --format base64le BXDOxnfZflk=
   idmint decode --layout lable cb54ecf2840a0015
   idmint decode --layout hot-guid --json 61ff0f80-981e-12e9-3401-e241d0000000
+  idmint decode --layout uuid7 --type-prefix user \\
+    user_01h455vb4pex5vsknk084sn02q
   idmint decode --layout auto 017F22E2-79B0-7CC3-98C4-DC0C0C07398F
   idmint decode --layout auto 0ujtsYcgvSTl8PAuAdqWYSMnLOv 9m4e2mr0ui3e8a215n4g
   idmint decode --layout auto --json 175928847299117063
@@ -38,11 +40,8 @@ pub(crate) struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
 
-    /// The text form of ID (decimal, hex, binary, base64le, base64url, base32, base62, uuid,
-    /// bytes). Default: the layout's usual form (hex for lable, uuid for hot-guid, decimal
-    /// otherwise).
-    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
-    format: Option<Format>,
+    #[command(flatten)]
+    text: TextArgs,
 
     /// Print one JSON object (layout, id, fields, time) per ID, one per line, instead of a
     /// table. Default: a table per ID, with a blank line between tables.
@@ -59,7 +58,8 @@ pub(crate) struct Args {
 #[derive(Serialize)]
 struct Decoded<'a> {
     layout: &'a str,
-    /// The ID in the layout's usual form, whatever form it was given in.
+    /// The ID in the layout's usual form (a TypeID with `--type-prefix`), whatever form it was
+    /// given in.
     id: String,
     fields: Fields<'a>,
     /// When the ID was issued (RFC 3339, UTC, ms); `null` for layouts without time.
@@ -86,9 +86,12 @@ impl Serialize for Fields<'_> {
 /// does not decode, naming its line.
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     if args.layout.layout == auto::AUTO && args.layout.layout_file.is_none() {
-        if args.format.is_some() || args.layout.epoch.is_some() {
+        if args.text.format.is_some()
+            || args.text.type_prefix.is_some()
+            || args.layout.epoch.is_some()
+        {
             anyhow::bail!(
-                "--format and --epoch cannot be used with --layout auto: the text form and the format are recognised"
+                "--format, --type-prefix and --epoch cannot be used with --layout auto: the text form and the format are recognised"
             );
         }
         let now_ms = SystemClock.now_ms();
@@ -98,15 +101,16 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
         });
     }
     let layout = args.layout.resolve(None)?;
-    let format = format_for(&layout, args.format)?;
+    let form = args.text.text(&layout)?;
+    let usual = IdText::new(&layout, args.text.type_prefix.as_ref(), None)?;
     let now_ms = SystemClock.now_ms();
     let mut first = true;
     let mut one = |text: &str, out: &mut dyn Write| -> anyhow::Result<()> {
-        let id = layout
-            .parse(text, format)
+        let id = form
+            .parse(&layout, text)
             .with_context(|| format!("cannot decode `{}` as {}", shorten(text), layout.name()))?;
         if args.json {
-            write_json(&layout, id, layout.default_format(), now_ms, out)
+            write_json(&layout, id, &usual, now_ms, out)
         } else {
             if !first {
                 writeln!(out)?;
@@ -145,30 +149,25 @@ fn each_id<W: Write>(
 fn decoded<'a>(
     layout: &'a Layout,
     id: AnyId,
-    format: Format,
+    text: &IdText,
     fields: &'a [(String, FieldValue)],
     now_ms: u64,
 ) -> anyhow::Result<Decoded<'a>> {
     // trace-id's seconds wrap: they are read as the latest matching time up to a day after now.
     let time = layout.time_ms(id, now_ms)?.map(format_rfc3339_ms);
-    Ok(Decoded {
-        layout: layout.name(),
-        id: layout.format(id, format)?,
-        fields: Fields(fields),
-        time,
-    })
+    Ok(Decoded { layout: layout.name(), id: text.write(id)?, fields: Fields(fields), time })
 }
 
-/// Writes one ID as a JSON line: layout, id (in `format`), fields, time.
+/// Writes one ID as a JSON line: layout, id (in `text`), fields, time.
 pub(crate) fn write_json(
     layout: &Layout,
     id: AnyId,
-    format: Format,
+    text: &IdText,
     now_ms: u64,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let fields = layout.decode(id)?;
-    serde_json::to_writer(&mut *out, &decoded(layout, id, format, &fields, now_ms)?)?;
+    serde_json::to_writer(&mut *out, &decoded(layout, id, text, &fields, now_ms)?)?;
     writeln!(out)?;
     Ok(())
 }
@@ -176,7 +175,7 @@ pub(crate) fn write_json(
 /// The readable form: one `name  value` line per item, values aligned.
 fn write_table(layout: &Layout, id: AnyId, now_ms: u64, out: &mut dyn Write) -> anyhow::Result<()> {
     let fields = layout.decode(id)?;
-    let decoded = decoded(layout, id, layout.default_format(), &fields, now_ms)?;
+    let decoded = decoded(layout, id, &IdText::new(layout, None, None)?, &fields, now_ms)?;
     let fields = &fields[..];
     let mut rows: Vec<(&str, String)> = vec![("layout", decoded.layout.to_owned())];
     rows.push(("id", decoded.id.clone()));

@@ -43,7 +43,9 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let fields = parse_fields(&layout, &args.fields)?;
     let id = layout.encode(&fields)?;
     if args.json {
-        crate::decode::write_json(&layout, id, format, SystemClock.now_ms(), out)?;
+        let text =
+            idmint_core::IdText::new(&layout, None, Some(idmint_core::IdForm::Format(format)))?;
+        crate::decode::write_json(&layout, id, &text, SystemClock.now_ms(), out)?;
     } else {
         writeln!(out, "{}", layout.format(id, format)?)?;
     }

@@ -10,13 +10,13 @@ use std::io::{self, IsTerminal, Write};
 
 use anyhow::bail;
 use idmint_core::{
-    AnyGenerator, AnyId, Clock, FieldRole, FieldValue, Format, GeneratorConfig, HotGuid, Layout,
+    AnyGenerator, AnyId, Clock, FieldRole, FieldValue, GeneratorConfig, HotGuid, IdText, Layout,
     SystemClock,
 };
 use idmint_runtime::BlockingGenerator;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::layout_arg::{LayoutArgs, format_for, parse_fields, parse_format};
+use crate::layout_arg::{LayoutArgs, TextArgs, parse_fields};
 
 /// From this many IDs on, `gen` shows a progress bar (when stderr is a terminal).
 const PROGRESS_FROM: u64 = 100_000;
@@ -32,6 +32,8 @@ const CHUNK: u64 = 1 << 13;
   idmint gen -n 1000000 datacenter=1 worker=7 > ids.txt
   idmint gen --layout lable --format base32 generator_id=42 mode=spread
   idmint gen --layout hot-guid -n 3 shard_key=208
+  idmint gen --layout uuid7 --format typeid --type-prefix user -n 3
+  idmint gen --layout uuid7 --format ulid
   idmint gen --layout-file orders.toml -n 10 worker=5
   idmint gen -n 3 --json")]
 pub(crate) struct Args {
@@ -43,11 +45,8 @@ pub(crate) struct Args {
           allow_negative_numbers = true)]
     count: u64,
 
-    /// The text form of the IDs (decimal, hex, binary, base64le, base64url, base32, base62,
-    /// uuid, bytes). Default: the layout's usual form (hex for lable, uuid for hot-guid,
-    /// decimal otherwise).
-    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
-    format: Option<Format>,
+    #[command(flatten)]
+    text: TextArgs,
 
     /// How far ahead of the clock a burst may run when a tick is used up, in ms (at most
     /// 3600000); 0 waits for the next tick.
@@ -78,7 +77,7 @@ fn parse_count(text: &str) -> Result<u64, String> {
 /// Runs `idmint gen`.
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let layout = args.layout.resolve(None)?;
-    let format = format_for(&layout, args.format)?;
+    let text = args.text.text(&layout)?;
     let mut node = parse_fields(&layout, &args.node)?;
     check_node_fields(&layout, &node)?;
     let has_process = layout.fields().iter().any(|f| f.name == "process" && f.text.is_some());
@@ -92,7 +91,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let progress = (args.count >= PROGRESS_FROM && io::stderr().is_terminal())
         .then(|| progress_bar(args.count));
     let json = args.json.then_some(&layout);
-    let written = write_ids(&generator, args.count, format, json, progress.as_ref(), out);
+    let written = write_ids(&generator, args.count, &text, json, progress.as_ref(), out);
     // Cleared on errors too, so that the error line stands alone.
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -149,7 +148,7 @@ fn outlive_last_tick(layout: &Layout, last: Option<AnyId>) -> anyhow::Result<()>
 fn write_ids(
     generator: &BlockingGenerator<AnyGenerator, SystemClock>,
     count: u64,
-    format: Format,
+    text: &IdText,
     json: Option<&Layout>,
     progress: Option<&ProgressBar>,
     out: &mut impl Write,
@@ -168,11 +167,13 @@ fn write_ids(
             last = Some(id);
             line.clear();
             let written = match json {
-                Some(layout) => crate::decode::write_json(layout, id, format, now_ms, out),
-                None => id.write(format, &mut line).map_err(anyhow::Error::from).and_then(|()| {
-                    line.push('\n');
-                    out.write_all(line.as_bytes()).map_err(anyhow::Error::from)
-                }),
+                Some(layout) => crate::decode::write_json(layout, id, text, now_ms, out),
+                None => {
+                    text.write_into(id, &mut line).map_err(anyhow::Error::from).and_then(|()| {
+                        line.push('\n');
+                        out.write_all(line.as_bytes()).map_err(anyhow::Error::from)
+                    })
+                }
             };
             if let Err(err) = written {
                 failed = Some(err);

@@ -1,5 +1,5 @@
 //! Choosing a layout on the command line (`--layout`, `--layout-file`, `--epoch`), and reading
-//! `NAME=VALUE` field values and `--format` for it.
+//! `NAME=VALUE` field values, `--format` and `--type-prefix` for it.
 //!
 //! Shared by `gen`, `encode`, `decode` and `explain`. Validation of layouts and values is the
 //! core's; this module only turns text into the core's types.
@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
-use idmint_core::{BitLayout, Error, FieldValue, Format, Layout, LayoutConfig};
+use idmint_core::{
+    BitLayout, Error, FieldValue, Format, IdForm, IdText, Layout, LayoutConfig, TypePrefix,
+};
 
 /// The built-in layout used when none is given.
 pub(crate) const DEFAULT_LAYOUT: &str = "snowflake";
@@ -69,6 +71,46 @@ fn load_layout_file(path: &Path) -> anyhow::Result<Layout> {
     })?;
     let layout = BitLayout::try_from(config).with_context(|| format!("layout file `{shown}`"))?;
     Ok(Layout::custom(layout))
+}
+
+/// The text form of IDs (`gen`, `decode`): `--format`, which also takes `ulid` and `typeid`,
+/// and `--type-prefix`, as a namespace's `type_prefix` on the server ([`IdText`]).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TextArgs {
+    /// The text form of the IDs (decimal, hex, binary, base64le, base64url, base32, base62,
+    /// uuid, bytes; ulid and typeid for 128-bit layouts, typeid also for a 64-bit one with
+    /// --type-prefix). Default: typeid with --type-prefix, else the layout's usual form (hex
+    /// for lable, uuid for hot-guid and uuid7, decimal otherwise).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_form)]
+    pub(crate) format: Option<IdForm>,
+
+    /// A TypeID prefix (a-z and _, at most 63, starting and ending with a letter): IDs are
+    /// written, and read, as `PREFIX_...` TypeIDs (for a 64-bit layout `PREFIX_` and its usual
+    /// text); reading refuses another prefix. Default: none.
+    #[arg(long, value_name = "PREFIX", value_parser = parse_prefix)]
+    pub(crate) type_prefix: Option<TypePrefix>,
+}
+
+impl TextArgs {
+    /// The text of `layout`'s IDs these flags ask for; refused early if the form cannot hold
+    /// them.
+    pub(crate) fn text(&self, layout: &Layout) -> anyhow::Result<IdText> {
+        Ok(IdText::new(layout, self.type_prefix.as_ref(), self.format)?)
+    }
+}
+
+/// Parses a `--format` value of [`TextArgs`].
+fn parse_form(text: &str) -> Result<IdForm, String> {
+    text.parse::<IdForm>().map_err(|err| err.to_string())
+}
+
+/// Parses a `--type-prefix` value.
+fn parse_prefix(text: &str) -> Result<TypePrefix, String> {
+    match text.parse::<TypePrefix>() {
+        Ok(prefix) if prefix.is_empty() => Err("an empty prefix; leave --type-prefix out".into()),
+        Ok(prefix) => Ok(prefix),
+        Err(err) => Err(err.to_string()),
+    }
 }
 
 /// Parses a `--format` value.

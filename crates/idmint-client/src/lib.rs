@@ -89,7 +89,8 @@
 //!
 //! # IDs
 //!
-//! IDs are [`AnyId`]: 64-bit for most layouts, 128-bit for `hot-guid`. The client reads each
+//! IDs are [`AnyId`]: 64-bit for most layouts, 128-bit for `hot-guid` and `uuid7` (feature `uuid`:
+//! `uuid::Uuid` and `Uuid7` through [`Client::next_as`]). The client reads each
 //! endpoint's `GET /v1/namespaces` once to learn the width, then asks for decimal text, which
 //! holds either. A batch is stored as plain `u64`s (or `u128`s), so the hot path only wraps
 //! one in an `AnyId`, and [`Error`] is one pointer wide so that `Result<AnyId, Error>` stays
@@ -128,6 +129,36 @@ mod transport;
 pub mod blocking;
 
 pub use idmint_core::AnyId;
+/// The `uuid` crate (feature `uuid`), whose `Uuid` [`Client::next_as`] returns for a 128-bit
+/// namespace, and which a `Uuid7` converts to and from.
+///
+/// A `uuid7` namespace hands out UUIDv7s as 16-byte binary batches; a TypeID is only how one
+/// is written, so the client holds `Uuid7`s and writes them as the namespace does:
+///
+/// ```
+/// use idmint_core::{TypePrefix, Uuid7};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let ns = idmint_server::NamespaceConfig { layout: "uuid7".into(), type_prefix: Some("user".into()), ..idmint_server::NamespaceConfig::named("users") };
+/// # let server = idmint_server::Server::start(idmint_server::ServerConfig { namespaces: vec![ns], ..Default::default() }, std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+/// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// # let url = format!("http://{}", listener.local_addr()?);
+/// # tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+/// let client = idmint_client::Client::builder().endpoint(&url).namespace("users").build()?;
+/// let id: Uuid7 = client.next_as().await?;
+/// let uuid = idmint_client::uuid::Uuid::from(id); // for a `uuid` column
+/// assert_eq!(uuid.get_version_num(), 7);
+/// assert_eq!(Uuid7::try_from(uuid)?, id);
+/// let typeid = id.to_typeid(&TypePrefix::new("user")?); // as the server writes it
+/// assert_eq!(Uuid7::parse_typeid(&typeid, &TypePrefix::new("user")?)?, id);
+/// let next: idmint_client::uuid::Uuid = client.next_as().await?;
+/// assert!(next > uuid);
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "uuid")]
+pub use uuid;
 
 pub use crate::{
     builder::{ClientBuilder, MAX_PIPELINE},

@@ -93,6 +93,7 @@ mod tests {
             source: "generator".into(),
             order: layout.order().name().into(),
             generator_ids: vec![0],
+            type_prefix: String::new(),
         }
     }
 

@@ -186,7 +186,7 @@ pub enum Error {
     #[error("invalid TypeID: {0}")]
     InvalidTypeId(String),
     /// A TypeID has another prefix than the one expected (an order ID where a user ID belongs).
-    #[error("TypeID prefix `{found}` where `{expected}` was expected")]
+    #[error("TypeID prefix {} where {} was expected", shown(found), shown(expected))]
     TypePrefixMismatch {
         /// The prefix expected (empty: none).
         expected: String,
@@ -196,6 +196,32 @@ pub enum Error {
     /// A batch of zero IDs was asked for.
     #[error("batch size must be at least 1")]
     EmptyBatch,
+    /// An unknown text form name ([`IdForm`](crate::IdForm)).
+    #[error("unknown format `{name}` (expected one of: {names})")]
+    UnknownForm {
+        /// The name that was given.
+        name: String,
+        /// The names of every form, comma-separated.
+        names: String,
+    },
+    /// A text form cannot hold a layout's IDs: `ulid` or `uuid` for a 64-bit layout, `typeid`
+    /// for a 64-bit layout without a type prefix.
+    #[error("format `{form}` needs {needs}; `{layout}` ids have {bits} bits")]
+    UnsupportedForm {
+        /// The form asked for.
+        form: &'static str,
+        /// What it needs.
+        needs: &'static str,
+        /// The layout's name.
+        layout: String,
+        /// The layout's width in bits.
+        bits: u32,
+    },
+}
+
+/// A TypeID prefix in a message: in backquotes, or `none` when empty.
+fn shown(prefix: &str) -> String {
+    if prefix.is_empty() { "none".to_owned() } else { format!("`{prefix}`") }
 }
 
 impl Error {

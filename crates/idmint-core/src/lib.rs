@@ -81,6 +81,7 @@ mod generator;
 mod hot_guid;
 mod icicle;
 mod id_impl;
+mod id_text;
 mod js53;
 mod kind;
 mod lable;
@@ -119,6 +120,7 @@ pub use crate::{
     },
     hot_guid::{HotGuid, HotGuidBatch, HotGuidGenerator, HotGuidParts},
     icicle::{Icicle, IcicleParts},
+    id_text::{IdForm, IdText},
     js53::{Js53, Js53Parts},
     kind::{Capacity, IssuedBy, Order},
     lable::{Lable, LableMode, LableParts},

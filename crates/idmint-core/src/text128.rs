@@ -312,7 +312,7 @@ mod tests {
             "order_01h455vb4pex5vsknk084sn02q",
             "prefix `order` where `user` was expected",
         );
-        check(&user, "01h455vb4pex5vsknk084sn02q", "prefix `` where `user` was expected");
+        check(&user, "01h455vb4pex5vsknk084sn02q", "prefix none where `user` was expected");
         check(&user, "user_01H455VB4PEX5VSKNK084SN02Q", "the suffix has `H` at character 3");
         check(&user, "user_81h455vb4pex5vsknk084sn02q", "more than 128 bits");
         check(&user, "user_01h455vb4pex5vsknk084sn02", "25 characters");

@@ -674,6 +674,71 @@ mod serde_impls {
     }
 }
 
+/// Conversions to and from the `uuid` crate's [`uuid::Uuid`] (feature `uuid`): a [`Uuid7`] is
+/// one, and a `uuid::Uuid` is a [`Uuid7`] when it has version 7 and the RFC variant.
+#[cfg(feature = "uuid")]
+mod uuid_impls {
+    use super::{AnyId, Error, NAME, Uuid7, named};
+
+    /// # Example
+    ///
+    /// ```
+    /// let id: idmint_core::Uuid7 = "01890a5d-ac96-774b-bcce-b302099a8057".parse()?;
+    /// let uuid = uuid::Uuid::from(id);
+    /// assert_eq!((uuid.get_version_num(), uuid.to_string()), (7, id.to_string()));
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    impl From<Uuid7> for uuid::Uuid {
+        fn from(id: Uuid7) -> uuid::Uuid {
+            uuid::Uuid::from_u128(id.0)
+        }
+    }
+
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Uuid7;
+    ///
+    /// let v7 = uuid::Uuid::parse_str("01890a5d-ac96-774b-bcce-b302099a8057").unwrap();
+    /// assert_eq!(Uuid7::try_from(v7)?.to_string(), v7.to_string());
+    /// assert!(Uuid7::try_from(uuid::Uuid::nil()).is_err());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    impl TryFrom<uuid::Uuid> for Uuid7 {
+        type Error = Error;
+
+        fn try_from(uuid: uuid::Uuid) -> Result<Uuid7, Error> {
+            Uuid7::from_u128(uuid.as_u128()).map_err(named)
+        }
+    }
+
+    /// The 128 bits of an ID as a `uuid::Uuid` (any 128-bit layout; a 64-bit ID is
+    /// [`Error::InvalidId`]), so that `idmint_client::Client::next_as::<uuid::Uuid>()` works.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::AnyId;
+    ///
+    /// assert_eq!(uuid::Uuid::try_from(AnyId::U128(1))?.as_u128(), 1);
+    /// assert!(uuid::Uuid::try_from(AnyId::U64(1)).is_err());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    impl TryFrom<AnyId> for uuid::Uuid {
+        type Error = Error;
+
+        fn try_from(id: AnyId) -> Result<uuid::Uuid, Error> {
+            match id {
+                AnyId::U128(raw) => Ok(uuid::Uuid::from_u128(raw)),
+                AnyId::U64(_) => Err(Error::InvalidId {
+                    layout: NAME.to_owned(),
+                    reason: "a 64-bit id is not a UUID",
+                }),
+            }
+        }
+    }
+}
+
 /// How many random bytes a thread's ChaCha12 stream gives before it is keyed again from the OS
 /// (as `rand`'s `ThreadRng` does).
 const RESEED_BYTES: u64 = 64 * 1024;

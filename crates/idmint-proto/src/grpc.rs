@@ -268,6 +268,7 @@ same_fields! {
         source,
         order,
         generator_ids,
+        type_prefix,
     }
 }
 

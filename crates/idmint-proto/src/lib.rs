@@ -233,6 +233,10 @@ pub struct NamespaceInfo {
     /// namespace setting `generators`. Servers that predate this field omit it.
     #[serde(default)]
     pub generator_ids: Vec<u64>,
+    /// The namespace's TypeID prefix (setting `type_prefix`): its IDs are then written
+    /// `prefix_...` by default. Empty for none; servers that predate this field omit it.
+    #[serde(default)]
+    pub type_prefix: String,
 }
 
 /// The `source` of a namespace described by a server that does not send one.

@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use idmint_coord::{DecimalIdOptions, GeneratorIds, MemoryStore, SegmentAllocator, SegmentOptions};
 use idmint_core::{
     BitLayout, DecimalId, FieldValue, GeneratorConfig, GeneratorStride, Icicle, IssuedBy, Layout,
-    LayoutConfig, Order,
+    LayoutConfig, Order, TypePrefix,
 };
 use serde::{Deserialize, Serialize};
 
@@ -253,6 +253,13 @@ pub struct NamespaceConfig {
     /// file), and `decode` reveals them. Needs `token`, or anyone could reveal them. Default:
     /// none (the IDs as issued).
     pub public_ids: Option<PublicIdsSettings>,
+    /// A TypeID prefix (`user`: 1 to 63 characters of `a-z` and `_`, starting and ending with
+    /// a letter; TypeID specification 0.3). The namespace's IDs are then written as TypeIDs
+    /// (`user_01h455vb4pex5vsknk084sn02q` for a 128-bit layout, `user_` and the layout's
+    /// usual text for a 64-bit one), and `decode` refuses another prefix, naming both. The
+    /// forms `uuid`, `ulid` and the plain formats still give the bare ID when asked for.
+    /// Default: none.
+    pub type_prefix: Option<String>,
 }
 
 /// A namespace's public IDs: the key file (`idmint keygen`), read when the server starts.
@@ -507,6 +514,7 @@ impl NamespaceConfig {
             max_counter: None,
             launch_id: None,
             public_ids: None,
+            type_prefix: None,
         }
     }
 
@@ -593,6 +601,18 @@ impl NamespaceConfig {
                 GeneratorIds::Stride { first, step, count }
             }
         })
+    }
+
+    /// The checked TypeID prefix, if set.
+    pub(crate) fn type_prefix(&self) -> Result<Option<TypePrefix>, Error> {
+        self.type_prefix
+            .as_deref()
+            .map(|p| {
+                TypePrefix::new(p).map_err(|e| {
+                    Error::Config(format!("namespace `{}`: type_prefix: {e}", self.name))
+                })
+            })
+            .transpose()
     }
 
     /// The fixed fields as core field values.
@@ -689,6 +709,15 @@ impl ServerConfig {
                     "namespace `{}`: public_ids needs a token, or anyone could reveal its ids",
                     ns.name
                 ));
+            }
+            if let Some(prefix) = &ns.type_prefix {
+                ns.type_prefix()?;
+                if prefix.is_empty() {
+                    return bad(format!(
+                        "namespace `{}`: type_prefix is empty; leave it out for no prefix",
+                        ns.name
+                    ));
+                }
             }
             if ns.borrow_ms > self.window_ms {
                 return bad(format!(

@@ -318,7 +318,11 @@ fn core_code(core: &idmint_core::Error) -> &'static str {
         E::InvalidConfig(_) | E::InvalidLayout(_) => "config",
         E::InvalidText { .. } | E::UnsupportedFormat { .. } | E::UnknownFormat(_) => "invalid_id",
         E::Zero | E::HighestBitSet | E::InvalidTimestamp | E::InvalidId { .. } => "invalid_id",
-        E::FieldOutOfRange { .. } => "invalid_id",
+        E::FieldOutOfRange { .. } | E::InvalidTypeId(_) => "invalid_id",
+        // An ID of another namespace's type (an order ID where a user ID belongs).
+        E::TypePrefixMismatch { .. } => "type_prefix_mismatch",
+        // `format` names a form this namespace cannot write (`ulid` on a 64-bit layout).
+        E::UnknownForm { .. } | E::UnsupportedForm { .. } => "bad_request",
         _ => "bad_request",
     }
 }

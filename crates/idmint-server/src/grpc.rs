@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use idmint_core::{AnyId, FieldValue, Format};
+use idmint_core::{AnyId, FieldValue, IdForm, IdText};
 use idmint_proto::grpc::{
     BatchRequest, DecodeRequest, DecodeResponse, Field, IdBatch, IdEncoding, IdMint, IdMintServer,
     ListNamespacesRequest, ListNamespacesResponse, NextRequest, NextResponse, SERVICE_NAME,
@@ -467,31 +467,19 @@ impl IdMintService {
         }
     }
 
-    fn next(&self, request: &Request<NextRequest>) -> Result<(&Arc<Namespace>, Format), Error> {
+    fn next(&self, request: &Request<NextRequest>) -> Result<(&Arc<Namespace>, IdText), Error> {
         let message = request.get_ref();
         let ns = authorized(&self.server, &message.namespace, request.metadata())?;
-        let format = match &message.format {
-            Some(name) => parse_format(name)?,
-            None => ns.layout.default_format(),
-        };
-        if !format.supports(ns.layout.id_bits()) {
-            return Err(Error::BadRequest(format!(
-                "format `{format}` cannot hold {}-bit ids",
-                ns.layout.id_bits()
-            )));
-        }
-        Ok((ns, format))
+        let text = ns.text(message.format.as_deref().map(parse_form).transpose()?)?;
+        Ok((ns, text))
     }
 
     fn decode(&self, request: &Request<DecodeRequest>) -> Result<DecodeResponse, Error> {
         let message = request.get_ref();
         let ns = authorized(&self.server, &message.namespace, request.metadata())?;
         let layout = &ns.layout;
-        let format = match &message.format {
-            Some(name) => parse_format(name)?,
-            None => layout.default_format(),
-        };
-        let parsed = ns.read_id(&message.id, format)?;
+        let text = ns.text(message.format.as_deref().map(parse_form).transpose()?)?;
+        let parsed = ns.read_id(&message.id, &text)?;
         let fields = layout
             .decode(parsed)?
             .into_iter()
@@ -506,7 +494,7 @@ impl IdMintService {
         let unix_ms = layout.time_ms(parsed, self.server.clocks().wall_ms())?;
         Ok(DecodeResponse {
             layout: layout.name().to_owned(),
-            id: layout.format(parsed, layout.default_format())?,
+            id: ns.text(None)?.write(parsed)?,
             fields,
             time: unix_ms.map(idmint_core::format_rfc3339_ms),
             unix_ms,
@@ -518,12 +506,11 @@ impl IdMintService {
 impl IdMint for IdMintService {
     async fn next(&self, request: Request<NextRequest>) -> Result<Response<NextResponse>, Status> {
         let result = async {
-            let (ns, format) = self.next(&request)?;
+            let (ns, form) = self.next(&request)?;
             let mut ids: Vec<AnyId> = Vec::with_capacity(1);
             self.server.issue_into(ns, 1, &mut ids).await?;
             let id = ids.pop().ok_or(Error::ShuttingDown)?;
-            let mut text = String::new();
-            id.write(format, &mut text)?;
+            let text = form.write(id)?;
             let id = match id {
                 AnyId::U64(v) => next_response::Id::U64(v),
                 AnyId::U128(v) => next_response::Id::U128(v.to_be_bytes().to_vec()),
@@ -539,6 +526,15 @@ impl IdMint for IdMintService {
             let message = request.get_ref();
             let ns = authorized(&self.server, &message.namespace, request.metadata())?;
             let packed = packed(message.encoding)?;
+            if let Some(form) = &message.format {
+                if packed {
+                    return Err(Error::BadRequest(
+                        "`format` asks for text and `encoding` for packed bytes; give one".into(),
+                    ));
+                }
+                let text = ns.text(Some(parse_form(form)?))?;
+                return issue_texts(&self.server, ns, message.count, &text).await;
+            }
             issue_batch(&self.server, ns, message.count, packed).await
         }
         .await;
@@ -694,7 +690,20 @@ async fn issue_batch(
     Ok(IdBatch { ids128: ids.bytes, ..IdBatch::default() })
 }
 
-fn parse_format(name: &str) -> Result<Format, Error> {
+/// `count` IDs as text in `text` (`BatchRequest.format`), in `IdBatch.texts`.
+async fn issue_texts(
+    server: &Server,
+    ns: &Namespace,
+    count: u64,
+    text: &IdText,
+) -> Result<IdBatch, Error> {
+    let mut ids: Vec<AnyId> = Vec::new();
+    server.issue_into(ns, count, &mut ids).await?;
+    let texts = ids.into_iter().map(|id| text.write(id)).collect::<Result<_, _>>()?;
+    Ok(IdBatch { texts, ..IdBatch::default() })
+}
+
+fn parse_form(name: &str) -> Result<IdForm, Error> {
     name.parse().map_err(|e: idmint_core::Error| Error::BadRequest(e.to_string()))
 }
 

@@ -15,7 +15,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use idmint_core::{AnyId, FieldValue, Format};
+use idmint_core::{AnyId, FieldValue, Format, IdForm, IdText};
 use idmint_proto::{DecodeResponse, FieldJson, Fields, NamespacesResponse};
 use serde::{Deserialize, de::DeserializeOwned};
 
@@ -170,7 +170,7 @@ where
 #[derive(Debug, Default)]
 pub(crate) struct Params {
     count: Option<u64>,
-    format: Option<Format>,
+    format: Option<IdForm>,
     numbers: bool,
 }
 
@@ -243,15 +243,10 @@ fn authorized<'a>(
     auth::authorized(server, name, authorization)
 }
 
-/// The text format and number mode of a response, checked against the namespace's layout.
-fn output(namespace: &Namespace, params: &Params) -> Result<(Format, bool), Error> {
-    let format = params.format.unwrap_or_else(|| namespace.layout.default_format());
-    if !format.supports(namespace.layout.id_bits()) {
-        return Err(Error::BadRequest(format!(
-            "format `{format}` cannot hold {}-bit ids",
-            namespace.layout.id_bits()
-        )));
-    }
+/// The text form and number mode of a response, checked against the namespace's layout and
+/// TypeID prefix ([`Namespace::text`]).
+fn output(namespace: &Namespace, params: &Params) -> Result<(IdText, bool), Error> {
+    let text = namespace.text(params.format)?;
     if params.numbers && !namespace.layout.is_js_safe() {
         return Err(Error::BadRequest(format!(
             "namespace `{}` uses layout `{}`, whose ids do not fit a JavaScript number; ask for strings",
@@ -259,17 +254,17 @@ fn output(namespace: &Namespace, params: &Params) -> Result<(Format, bool), Erro
             namespace.layout.name()
         )));
     }
-    Ok((format, params.numbers))
+    Ok((text, params.numbers))
 }
 
-/// Writes one ID as a JSON value: a string in `format`, or a number.
-fn push_json_id(out: &mut String, id: AnyId, format: Format, numbers: bool) -> Result<(), Error> {
+/// Writes one ID as a JSON value: a string in `text`, or a number.
+fn push_json_id(out: &mut String, id: AnyId, text: &IdText, numbers: bool) -> Result<(), Error> {
     if numbers {
         id.write(Format::Decimal, out)?;
     } else {
         out.push('"');
-        // Every format writes ASCII letters, digits, `-`, `_`, `=`, `+` or `/`: nothing to escape.
-        id.write(format, out)?;
+        // Every form writes ASCII letters, digits, `-`, `_`, `=`, `+` or `/`: nothing to escape.
+        text.write_into(id, out)?;
         out.push('"');
     }
     Ok(())
@@ -311,7 +306,7 @@ async fn next(
     let ns = authorized(&server, &namespace, &headers)?;
     let params =
         Params::parse(query.as_deref(), &["format", "numbers"], server.config().max_batch)?;
-    let (format, numbers) = output(ns, &params)?;
+    let (text, numbers) = output(ns, &params)?;
     let mut ids: Vec<AnyId> = Vec::with_capacity(1);
     server.issue_into(ns, 1, &mut ids).await?;
     let id = ids.pop().ok_or_else(|| Error::NotReady(ns.name.clone()))?;
@@ -319,7 +314,7 @@ async fn next(
     body.push_str(r#"{"namespace":""#);
     body.push_str(&ns.name);
     body.push_str(r#"","id":"#);
-    push_json_id(&mut body, id, format, numbers)?;
+    push_json_id(&mut body, id, &text, numbers)?;
     body.push('}');
     let mut response = json_body(body);
     response.extensions_mut().insert(Issued(1));
@@ -514,7 +509,7 @@ async fn batch_post(
     })?;
     let format = body
         .format
-        .map(|f| f.parse::<Format>().map_err(|e| Error::BadRequest(e.to_string())))
+        .map(|f| f.parse::<IdForm>().map_err(|e| Error::BadRequest(e.to_string())))
         .transpose()?;
     let params = Params { count: Some(body.count), format, numbers: body.numbers };
     let media = batch_media(&headers)?;
@@ -522,7 +517,9 @@ async fn batch_post(
 }
 
 /// A batch in the negotiated media type. `format` and `numbers` are checked either way, and
-/// shape only JSON: binary IDs are raw values.
+/// shape only JSON: binary IDs are raw values, the 16 bytes of a 128-bit ID being those of its
+/// UUID, ULID and TypeID alike, without a prefix (DESIGN.md, "What do `format` and
+/// `type_prefix` mean across the APIs, and why a prefix on 64-bit IDs?").
 async fn batch_response(
     server: &Server,
     ns: &Namespace,
@@ -530,7 +527,7 @@ async fn batch_response(
     params: &Params,
     media: BatchMedia,
 ) -> Result<Response, Error> {
-    let (format, numbers) = output(ns, params)?;
+    let (text, numbers) = output(ns, params)?;
     if media == BatchMedia::OctetStream {
         let mut ids = BeBytes::new(ns.layout.id_bits());
         server.issue_into(ns, count, &mut ids).await?;
@@ -555,7 +552,8 @@ async fn batch_response(
     server.issue_into(ns, count, &mut ids).await?;
     let issued = Issued(ids.len());
     // Written by hand: a 100,000-ID body is built in one buffer, without a String per ID.
-    let mut body = String::with_capacity(32 + ids.len() * 24);
+    let mut body =
+        String::with_capacity(32 + ids.len() * if ns.layout.id_bits() == 128 { 40 } else { 24 });
     body.push_str(r#"{"namespace":""#);
     body.push_str(&ns.name);
     body.push_str(r#"","ids":["#);
@@ -563,7 +561,7 @@ async fn batch_response(
         if i > 0 {
             body.push(',');
         }
-        push_json_id(&mut body, id, format, numbers)?;
+        push_json_id(&mut body, id, &text, numbers)?;
     }
     body.push_str("]}");
     let mut response = json_body(body);
@@ -580,9 +578,8 @@ async fn decode(
 ) -> Result<Json<DecodeResponse>, Error> {
     let ns = authorized(&server, &namespace, &headers)?;
     let params = Params::parse(query.as_deref(), &["format"], server.config().max_batch)?;
-    let format = params.format.unwrap_or_else(|| ns.layout.default_format());
     let layout = &ns.layout;
-    let parsed = ns.read_id(&id, format)?;
+    let parsed = ns.read_id(&id, &ns.text(params.format)?)?;
     let fields = layout
         .decode(parsed)?
         .into_iter()
@@ -598,7 +595,7 @@ async fn decode(
         layout.time_ms(parsed, server.clocks().wall_ms())?.map(idmint_core::format_rfc3339_ms);
     Ok(Json(DecodeResponse {
         layout: layout.name().to_owned(),
-        id: layout.format(parsed, layout.default_format())?,
+        id: ns.text(None)?.write(parsed)?,
         fields: Fields(fields),
         time,
     }))

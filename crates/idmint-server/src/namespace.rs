@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use idmint_coord::Coordinator;
-use idmint_core::{AnyId, Format, Layout, Order, PublicIds};
+use idmint_core::{AnyId, IdForm, IdText, Layout, Order, PublicIds, TypePrefix};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -45,6 +45,10 @@ pub(crate) struct Namespace {
     issuer: Arc<dyn Issuer>,
     /// The keyed permutation of `public_ids`, if set.
     public: Option<PublicIds>,
+    /// The TypeID prefix of `type_prefix`, if set.
+    prefix: Option<TypePrefix>,
+    /// The text IDs take when a request names no form.
+    default_text: IdText,
 }
 
 /// Reads and checks a public-ID key file (`idmint keygen` writes them).
@@ -73,6 +77,9 @@ impl Namespace {
     pub(crate) fn new(config: NamespaceConfig) -> Result<Self, Error> {
         let layout = config.resolve_layout()?;
         let source = config.source()?;
+        let prefix = config.type_prefix()?;
+        let default_text = IdText::new(&layout, prefix.as_ref(), None)
+            .map_err(|e| Error::Config(format!("namespace `{}`: {e}", config.name)))?;
         let public = match &config.public_ids {
             Some(settings) => {
                 let keys = load_public_id_keys(std::path::Path::new(&settings.key_file))?;
@@ -96,19 +103,31 @@ impl Namespace {
             issuer: issuer_for(Arc::clone(&shared)),
             shared,
             public,
+            prefix,
+            default_text,
         })
     }
 
-    /// Reads an ID given to `decode`: the public form when the namespace hands out public IDs
-    /// (revealed; it need not be a valid layout ID itself), else a layout ID.
-    pub(crate) fn read_id(&self, text: &str, format: Format) -> Result<AnyId, Error> {
-        let Some(public) = &self.public else { return Ok(self.layout.parse(text, format)?) };
-        let id = if self.layout.id_bits() == 128 {
-            format.parse_u128(text).map(AnyId::U128)?
-        } else {
-            format.parse_u64(text).map(AnyId::U64)?
-        };
-        Ok(public.reveal(id)?)
+    /// The text of this namespace's IDs in `form` (`None`: its default, the TypeID when it
+    /// has a `type_prefix`); a form that cannot hold its IDs is refused ([`IdText::new`]).
+    pub(crate) fn text(&self, form: Option<IdForm>) -> Result<IdText, Error> {
+        match form {
+            None => Ok(self.default_text.clone()),
+            Some(form) => Ok(IdText::new(&self.layout, self.prefix.as_ref(), Some(form))?),
+        }
+    }
+
+    /// The TypeID prefix of `type_prefix`, if set.
+    pub(crate) fn type_prefix(&self) -> Option<&TypePrefix> {
+        self.prefix.as_ref()
+    }
+
+    /// Reads an ID given to `decode` in `text`: the public form when the namespace hands out
+    /// public IDs (revealed; it need not be a valid layout ID itself), else a layout ID. A
+    /// prefixed form refuses another prefix, naming both.
+    pub(crate) fn read_id(&self, id: &str, text: &IdText) -> Result<AnyId, Error> {
+        let Some(public) = &self.public else { return Ok(text.parse(&self.layout, id)?) };
+        Ok(public.reveal(text.parse_value_of(self.layout.id_bits(), id)?)?)
     }
 
     fn public_exhausted(&self, error: idmint_core::Error) -> Error {

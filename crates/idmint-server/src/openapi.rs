@@ -3,10 +3,12 @@
 //! server refuses is declared valid. Each namespace gets its own paths
 //! (`/v1/namespaces/<name>/...`), whose `format` lists only the formats that hold its IDs,
 //! whose `numbers` is `false` only unless its layout is JavaScript-safe, whose `count` stops
-//! at `max_batch`, and whose security is the bearer token exactly when it has one; the
-//! default routes (`/v1/next`, ...) are made exact for the default namespace.
+//! at `max_batch`, whose IDs in JSON answers match the exact pattern of each form it can write
+//! (a UUIDv7's version and variant, a ULID's first character, a TypeID's prefix), and whose
+//! security is the bearer token exactly when it has one; the default routes (`/v1/next`, ...)
+//! are made exact for the default namespace.
 
-use idmint_core::Format;
+use idmint_core::{Format, IdForm, IdText};
 use serde_json::{Value, json};
 
 use crate::{Server, namespace::Namespace};
@@ -64,8 +66,21 @@ pub(crate) fn document(server: &Server) -> String {
 fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Value) {
     let Some(operations) = item.as_object_mut() else { return };
     let bits = ns.layout.id_bits();
-    let formats: Vec<&str> =
-        Format::ALL.iter().filter(|f| f.supports(bits)).map(|f| f.name()).collect();
+    let texts: Vec<(&str, IdText)> = IdForm::NAMES
+        .iter()
+        .filter_map(|name| Some((*name, ns.text(Some(name.parse().ok()?)).ok()?)))
+        .collect();
+    let formats: Vec<&str> = texts.iter().map(|(name, _)| *name).collect();
+    let mut id_schemas: Vec<Value> = texts
+        .iter()
+        .map(|(name, text)| {
+            json!({"title": name, "type": "string", "pattern": format!("^{}$", pattern(ns, text))})
+        })
+        .collect();
+    if ns.layout.is_js_safe() {
+        id_schemas.push(json!({"title": "numbers", "type": "integer", "minimum": 1, "maximum": 9_007_199_254_740_991_u64}));
+    }
+    let id_schema = json!({ "anyOf": id_schemas });
     let numbers = if ns.layout.is_js_safe() {
         json!({"type": "boolean", "default": false})
     } else {
@@ -90,6 +105,25 @@ fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Valu
             schema["properties"]["numbers"] = numbers.clone();
             operation["requestBody"]["content"]["application/json"]["schema"] = schema;
         }
+        // The IDs of JSON answers, in every form the namespace can write.
+        if let Some(schema) =
+            operation.pointer_mut("/responses/200/content/application~1json/schema")
+        {
+            let (key, id) = match schema["$ref"].as_str() {
+                Some("#/components/schemas/Next") => ("id", id_schema.clone()),
+                Some("#/components/schemas/Batch") => {
+                    ("ids", json!({"type": "array", "items": id_schema}))
+                }
+                _ => ("", Value::Null),
+            };
+            if !key.is_empty() {
+                *schema = json!({
+                    "type": "object",
+                    "required": ["namespace", key],
+                    "properties": {"namespace": {"const": ns.name}, key: id},
+                });
+            }
+        }
         // A binary batch's IDs are as wide as the namespace's. (`get_mut`, not indexing,
         // which would add the keys to operations that lack them.)
         if let Some(width) = operation
@@ -105,6 +139,37 @@ fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Valu
                 fields.remove("security");
             }
         }
+    }
+}
+
+/// The exact pattern (without anchors) of the IDs `ns` writes in `text`.
+fn pattern(ns: &Namespace, text: &IdText) -> String {
+    let wide = ns.layout.id_bits() == 128;
+    let plain = |format: Format| -> String {
+        let (narrow, full) = match format {
+            Format::Decimal => ("[0-9]{1,20}", "[0-9]{1,39}"),
+            Format::Hex | Format::Bytes => ("[0-9a-f]{16}", "[0-9a-f]{32}"),
+            Format::Binary => ("[01]{1,64}", "[01]{1,128}"),
+            Format::Base64Le => ("[A-Za-z0-9+/]{11}=", "[A-Za-z0-9+/]{22}=="),
+            Format::Base64Url => ("[A-Za-z0-9_-]{11}", "[A-Za-z0-9_-]{22}"),
+            Format::Base32 => ("[01][0-9A-HJKMNP-TV-Z]{12}", "[0-7][0-9A-HJKMNP-TV-Z]{25}"),
+            Format::Base62 => ("[0-9A-Za-z]{11}", "[0-9A-Za-z]{22}"),
+            // The version and variant of a UUIDv7 (RFC 9562) are fixed.
+            Format::Uuid if ns.layout.name() == "uuid7" => {
+                ("", "[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+            }
+            Format::Uuid => ("", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
+            _ => ("[^_]+", "[^_]+"),
+        };
+        (if wide { full } else { narrow }).to_owned()
+    };
+    let prefix =
+        text.prefix().filter(|p| !p.is_empty()).map(|p| format!("{p}_")).unwrap_or_default();
+    match text.name() {
+        "ulid" => plain(Format::Base32),
+        "typeid" if wide => format!("{prefix}[0-7][0-9a-hjkmnp-tv-z]{{25}}"),
+        "typeid" => format!("{prefix}{}", plain(ns.layout.default_format())),
+        name => plain(name.parse().unwrap_or(Format::Decimal)),
     }
 }
 

@@ -208,7 +208,10 @@ impl Server {
                     fingerprint: ns.layout.fingerprint(),
                     id_bits: ns.layout.id_bits(),
                     js_safe: ns.layout.is_js_safe(),
-                    default_format: ns.layout.default_format().to_string(),
+                    default_format: ns.text(None).map_or_else(
+                        |_| ns.layout.default_format().to_string(),
+                        |text| text.name().to_owned(),
+                    ),
                     generator_id: ns.generator_id(),
                     generator_ids: ns.generator_ids(),
                     ready: ns.is_ready(&self.clocks),
@@ -218,6 +221,7 @@ impl Server {
                     auth: ns.token().is_some(),
                     source: ns.source.name().to_owned(),
                     order: ns.order().name().to_owned(),
+                    type_prefix: ns.type_prefix().map(|p| p.to_string()).unwrap_or_default(),
                 }
             })
             .collect()

@@ -72,7 +72,11 @@ async fn status(axum::extract::State(server): axum::extract::State<Arc<Server>>)
                 "ahead_of_wall_ms": gauges.ahead_of_wall_ms,
                 "js_safe": ns.layout.is_js_safe(),
                 "id_bits": ns.layout.id_bits(),
-                "default_format": ns.layout.default_format().to_string(),
+                "default_format": ns.text(None).map_or_else(
+                    |_| ns.layout.default_format().to_string(),
+                    |text| text.name().to_owned(),
+                ),
+                "type_prefix": ns.type_prefix().map(ToString::to_string),
                 "counters": counters(gauges.metrics),
             })
         })

@@ -189,6 +189,7 @@ function namespaceCard(/** @type {any} */ ns, /** @type {any} */ status, /** @ty
   row("ready", ns.ready ? "ready" : "not ready", ns.ready ? "ready" : "not-ready");
   row("layout", `${ns.layout} (${ns.id_bits}-bit${ns.js_safe ? ", fits a JS number" : ""})`);
   row("source", ns.source);
+  row("ID text", ns.type_prefix ? `${ns.default_format}, ${ns.type_prefix}_…` : ns.default_format);
   row("generator ID", ns.generator_id == null ? "—" : `${ns.generator_id} of 0..${ns.generators - 1}`);
   row("claim", CLAIMS[ns.claim] ?? ns.claim);
   if (ns.mark_ms != null) {

@@ -19,6 +19,7 @@ mod decode_auto;
 mod deploy;
 mod fleet;
 mod fleet_postgres;
+mod formats;
 mod public_ids;
 mod serve;
 mod web;

@@ -191,6 +191,7 @@ async fn fake_namespaces(State(script): State<Arc<Script>>) -> axum::Json<Namesp
             source: "generator".into(),
             order: "increasing".into(),
             generator_ids: vec![generator],
+            type_prefix: String::new(),
         }],
     })
 }

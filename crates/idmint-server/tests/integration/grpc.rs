@@ -849,8 +849,12 @@ async fn packed_and_repeated_batches_carry_the_same_ids() {
     let mut last: std::collections::HashMap<&str, u128> = Default::default();
     for (namespace, count, encoding, bits) in rows {
         let what = format!("Batch {namespace} {count} {encoding:?}");
-        let request =
-            BatchRequest { namespace: namespace.into(), count, encoding: encoding.into() };
+        let request = BatchRequest {
+            namespace: namespace.into(),
+            count,
+            encoding: encoding.into(),
+            format: None,
+        };
         let batch = within(&what, client.batch(request)).await.unwrap().into_inner();
         assert_eq!(batch.len(), count as usize, "{what}");
         let ids = ids_of(&batch, encoding, bits);
@@ -881,7 +885,7 @@ async fn packed_and_repeated_batches_carry_the_same_ids() {
         }
     }
     // An encoding this server does not know is refused, not answered in another form.
-    let request = BatchRequest { namespace: String::new(), count: 3, encoding: 7 };
+    let request = BatchRequest { namespace: String::new(), count: 3, encoding: 7, format: None };
     let status = within("unknown encoding", client.batch(request)).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     let request = StreamRequest { batch_size: 3, batches: 1, encoding: -1, ..Default::default() };
@@ -936,6 +940,7 @@ async fn packed_batches_carry_public_ids() {
         namespace: "orders".into(),
         count: 200,
         encoding: IdEncoding::PackedBe.into(),
+        format: None,
     };
     let batch =
         within("batch", client.batch(with_token(request, Some(TOKEN)))).await.unwrap().into_inner();

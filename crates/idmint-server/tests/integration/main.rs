@@ -9,6 +9,7 @@ mod bad_input;
 mod binary;
 mod claims;
 mod fleet;
+mod formats;
 mod generators;
 mod grpc;
 mod hygiene;
