@@ -631,6 +631,77 @@ impl HotGuidGenerator {
         Ok(self.seq.next(now_ms)?.map(|pair| pack(self.node, pair)))
     }
 
+    /// The next HotGuid at time `now_ms` with `shard_key` in place of the generator's own: a
+    /// shard key per call, as upstream's `NewGuid(shardKey)`.
+    ///
+    /// The (second, counter) pair comes from the same sequence as every other call of this
+    /// generator, whatever the key: the key only fills the `shard_key` bytes. So the HotGuids
+    /// of one generator are unique and increasing even with the shard key left out of the
+    /// comparison, and calls with different keys interleave in one increasing order (the
+    /// process bytes, compared before the counter, are fixed). See DESIGN.md, "Shard keys per
+    /// request".
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, HotGuid};
+    ///
+    /// let generator = HotGuid::generator([0; 5], 1, &GeneratorConfig::default())?;
+    /// let t = 1_700_000_000_000;
+    /// let a = generator.next_with_shard_key(t, 1023)?.ready().unwrap();
+    /// let b = generator.next_with_shard_key(t, 7)?.ready().unwrap();
+    /// assert_eq!((a.shard_key(), b.shard_key()), (1023, 7));
+    /// // One sequence for every key: the counter goes on, and the order holds.
+    /// assert_eq!((a.into_parts().counter, b.into_parts().counter), (0, 1));
+    /// assert!(a < b);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    #[inline]
+    pub fn next_with_shard_key(&self, now_ms: u64, shard_key: u32) -> Result<Next<HotGuid>, Error> {
+        let node = with_shard_key(self.node, shard_key);
+        Ok(self.seq.next(now_ms)?.map(|pair| pack(node, pair)))
+    }
+
+    /// Reserves up to `n` consecutive HotGuids in one atomic step, each with `shard_key` in
+    /// place of the generator's own; the batch rules of [`next_batch`](Self::next_batch) and
+    /// the one sequence of [`next_with_shard_key`](Self::next_with_shard_key).
+    ///
+    /// # Errors
+    ///
+    /// As [`next_batch`](Self::next_batch).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, HotGuid};
+    ///
+    /// let generator = HotGuid::generator([0; 5], 1, &GeneratorConfig::default())?;
+    /// let t = 1_700_000_000_000;
+    /// let first: Vec<HotGuid> = generator.next_batch_with_shard_key(t, 3, 42)?.ready().unwrap().collect();
+    /// let then: Vec<HotGuid> = generator.next_batch(t, 2)?.ready().unwrap().collect();
+    /// assert!(first.iter().all(|g| g.shard_key() == 42));
+    /// assert!(then.iter().all(|g| g.shard_key() == 1));
+    /// assert!(first[2] < then[0]);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn next_batch_with_shard_key(
+        &self,
+        now_ms: u64,
+        n: u64,
+        shard_key: u32,
+    ) -> Result<Next<HotGuidBatch>, Error> {
+        let node = with_shard_key(self.node, shard_key);
+        Ok(self.seq.reserve(now_ms, n)?.map(|(first, count)| HotGuidBatch {
+            pair: first,
+            remaining: count,
+            node,
+        }))
+    }
+
     /// Reserves up to `n` consecutive HotGuids in one atomic step.
     ///
     /// The batch holds as many IDs as the allowed seconds still have, at least one and at most
@@ -703,6 +774,16 @@ impl HotGuidGenerator {
         self.seq.set_ceiling(self.seq.tick_of(mark_ms)?);
         Ok(())
     }
+}
+
+/// The bits of the shard key in the `u128` (text bytes 12..=15, the key little-endian).
+const SHARD_MASK: u128 = 0xFFFF_FFFF;
+
+/// `node` with `shard_key` in its shard-key bytes.
+#[inline]
+fn with_shard_key(node: HotGuid, shard_key: u32) -> HotGuid {
+    let field = u128::from(u32::from_be_bytes(shard_key.to_le_bytes()));
+    HotGuid(node.0 & !SHARD_MASK | field)
 }
 
 /// The HotGuid of a (second, counter) pair; the timestamp field keeps the second mod 2^32.
@@ -973,6 +1054,10 @@ impl LayoutKind for HotGuidLayout {
         IssuedBy::Clock
     }
 
+    fn takes_shard_key(&self) -> bool {
+        true
+    }
+
     fn same(&self, other: &dyn LayoutKind) -> bool {
         same_as(self, other)
     }
@@ -985,6 +1070,16 @@ impl OtherGenerator for HotGuidGenerator {
 
     fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
         let batch = HotGuidGenerator::next_batch(self, now_ms, n)?;
+        Ok(batch.map(|b| AnyBatch::other(b.map(id_of as fn(HotGuid) -> AnyId))))
+    }
+
+    fn next_batch_with_shard_key(
+        &self,
+        now_ms: u64,
+        n: u64,
+        shard_key: u32,
+    ) -> Result<Next<AnyBatch>, Error> {
+        let batch = HotGuidGenerator::next_batch_with_shard_key(self, now_ms, n, shard_key)?;
         Ok(batch.map(|b| AnyBatch::other(b.map(id_of as fn(HotGuid) -> AnyId))))
     }
 

@@ -154,6 +154,11 @@ pub(crate) trait LayoutKind: fmt::Debug + Send + Sync + Any {
     fn order(&self) -> Order;
     /// What issues the IDs.
     fn issued_by(&self) -> IssuedBy;
+    /// Whether a generator takes a shard key per call
+    /// ([`AnyGenerator::next_batch_with_shard_key`]).
+    fn takes_shard_key(&self) -> bool {
+        false
+    }
     /// Whether `other` is the same layout.
     fn same(&self, other: &dyn LayoutKind) -> bool;
 }

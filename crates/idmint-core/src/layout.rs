@@ -191,6 +191,23 @@ impl Layout {
         self.kind.issued_by()
     }
 
+    /// Whether the layout's IDs carry a shard key that each call may choose
+    /// ([`AnyGenerator::next_batch_with_shard_key`](crate::AnyGenerator::next_batch_with_shard_key)):
+    /// true for `hot-guid` only.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Layout;
+    ///
+    /// assert!(Layout::builtin("hot-guid")?.takes_shard_key());
+    /// assert!(!Layout::builtin("icicle")?.takes_shard_key());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn takes_shard_key(&self) -> bool {
+        self.kind.takes_shard_key()
+    }
+
     /// The epoch of the time field in Unix ms, if the layout has one (fixed at 0 for `lable`,
     /// `trace-id` and `hot-guid`, whose [`with_epoch`](Self::with_epoch) refuses another).
     ///

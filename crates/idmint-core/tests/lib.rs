@@ -10,6 +10,7 @@
 //! | `no_panic` | parsing and decoding arbitrary input never panics (proptest) |
 //! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
+//! | `shard_keys` | HotGuid shard keys per call: 1,000,000 IDs over 1,000 keys from 4 threads, and the mutations the checker must catch |
 //! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
 //! | `uuid7_conformance` | `uuid7` against the `uuid` and `ulid` crates and the TypeID specification's own cases; text round trips (proptest) |
@@ -33,6 +34,8 @@ mod layouts;
 mod no_panic;
 #[path = "lib/public_ids.rs"]
 mod public_ids;
+#[path = "lib/shard_keys.rs"]
+mod shard_keys;
 #[path = "lib/tidy.rs"]
 mod tidy;
 #[path = "lib/upstream.rs"]
