@@ -89,7 +89,7 @@ pub use crate::{
     clock::{OffsetClock, WallClock},
     config::{
         DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig,
-        PublicIdsSettings, SegmentSettings, ServerConfig, Source,
+        PublicIdsSettings, SegmentSettings, ServerConfig, ShardKeys, Source,
     },
     error::Error,
     namespace::load_public_id_keys,
