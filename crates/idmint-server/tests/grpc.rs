@@ -888,6 +888,7 @@ async fn packed_and_repeated_batches_carry_the_same_ids() {
             batch_size: 4096,
             batches: 5,
             encoding: encoding.into(),
+            shard_key: None,
         };
         let mut stream = within(&what, client.stream(request)).await.unwrap().into_inner();
         let (batches, status) = drain_stream(&mut stream).await;
@@ -956,6 +957,7 @@ async fn packed_batches_carry_public_ids() {
         namespace: "orders".into(),
         count: 200,
         encoding: IdEncoding::PackedBe.into(),
+        shard_key: None,
     };
     let batch =
         within("batch", client.batch(with_token(request, Some(TOKEN)))).await.unwrap().into_inner();
