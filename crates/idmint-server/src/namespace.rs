@@ -215,6 +215,13 @@ impl Namespace {
         Ok(())
     }
 
+    /// The shard keys a request may choose: `None` unless the layout's IDs carry one.
+    pub(crate) fn shard_keys(&self) -> Option<ShardKeys> {
+        self.layout
+            .takes_shard_key()
+            .then(|| self.shared.config.shard_keys.unwrap_or(ShardKeys::ALL))
+    }
+
     /// A shard key a request chose: refused unless the layout's IDs carry one (`hot-guid`)
     /// and the key is inside the namespace's `shard_keys`.
     pub(crate) fn check_shard_key(&self, key: u32) -> Result<u32, Error> {
@@ -226,7 +233,7 @@ impl Namespace {
                 self.layout.name()
             )));
         }
-        let keys = self.shared.config.shard_keys.unwrap_or(ShardKeys::ALL);
+        let keys = self.shard_keys().unwrap_or(ShardKeys::ALL);
         if !keys.contains(key) {
             return Err(Error::BadRequest(format!(
                 "`shard_key` {key} is outside the shard keys of namespace `{}` ({keys})",
