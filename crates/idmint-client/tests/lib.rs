@@ -9,6 +9,7 @@
 //! | `retries` | 503 then healthy is retried; 4xx is not; out-of-order batches are refused |
 //! | `timeouts` | an endpoint that accepts but never answers is left within the timeout |
 //! | `prefetch` | `next()` is served from memory; unique, ordered IDs; `batch`, `close` |
+//! | `shard_keys` | `next_with_shard_key` and `batch_with_shard_key`: the key in every ID, refusals not retried |
 //! | `blocking` | the blocking facade from a plain thread |
 //! | `builder` | settings are checked |
 //! | `tls` | `https://` through a TLS front, with a private root; refused without it (feature `rustls`) |
@@ -26,6 +27,8 @@ mod failover;
 mod prefetch;
 #[path = "lib/retries.rs"]
 mod retries;
+#[path = "lib/shard_keys.rs"]
+mod shard_keys;
 #[path = "lib/support.rs"]
 mod support;
 #[path = "lib/timeouts.rs"]
