@@ -39,7 +39,7 @@ pub(crate) struct Args {
     layout: LayoutArgs,
 
     /// The text form of ID (decimal, hex, binary, base64le, base64url, base32, base62, uuid,
-    /// bytes). Default: the layout's usual form (hex for lable, uuid for hot-guid, decimal
+    /// bytes, sqlguid-bytes). Default: the layout's usual form (hex for lable, uuid for hot-guid, decimal
     /// otherwise).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     format: Option<Format>,

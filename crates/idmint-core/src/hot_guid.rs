@@ -292,7 +292,8 @@ impl HotGuid {
     }
 
     /// Writes the HotGuid in `format`: [`Format::Uuid`] is the "D" string (as `Display`),
-    /// [`Format::Bytes`] the `ToByteArray()` bytes as hex, and the other formats write
+    /// [`Format::Bytes`] the `ToByteArray()` bytes as hex, [`Format::SqlGuidBytes`] the
+    /// [`to_sql_guid_bytes`](Self::to_sql_guid_bytes) as hex, and the other formats write
     /// [`as_u128`](Self::as_u128).
     ///
     /// # Errors
@@ -1275,14 +1276,53 @@ mod tests {
                 let text = match format {
                     "uuid" => id.to_owned(),
                     "bytes" => HotGuid::from_dotnet_bytes(unhex(id)).to_string(),
+                    "sqlguid-bytes" => HotGuid::from_sql_guid_bytes(unhex(id)).to_string(),
                     other => panic!("{name}: unexpected format {other}"),
                 };
                 let bytes = (format == "bytes").then_some(id);
-                check(&Case { name, parts, text: &text, bytes, sql: None });
+                let sql = (format == "sqlguid-bytes").then_some(id);
+                check(&Case { name, parts, text: &text, bytes, sql });
+                let guid: HotGuid = text.parse().expect("valid");
+                assert_eq!(guid.to_text(format.parse().expect("a format")).as_deref(), Ok(id));
             }
             checked += 1;
         }
-        assert!(checked >= 6, "only {checked} hot-guid vectors found");
+        assert!(checked >= 12, "only {checked} hot-guid vectors found");
+    }
+
+    /// The two lists HotGuid's own tests sort (`testdata/hotguid-sort-order.json`): .NET
+    /// `Guid`s in `Guid.CompareTo` order, which must be `HotGuid`'s order, and `SqlGuid`s in
+    /// SQL Server's order, whose bytes read back through `from_sql_guid_bytes` (and
+    /// `Format::SqlGuidBytes`) must give increasing HotGuids: what `ToSqlGuid` promises.
+    #[test]
+    fn upstream_sort_orders() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/hotguid-sort-order.json"
+        ));
+        let data: serde_json::Value = serde_json::from_str(text).expect("valid json");
+        let list = |key: &str| -> Vec<HotGuid> {
+            let items = data[key].as_array().unwrap_or_else(|| panic!("no `{key}`"));
+            items.iter().map(|t| t.as_str().expect("a string").parse().expect("a Guid")).collect()
+        };
+        let guids = list("guids");
+        assert_eq!(guids.len(), 16);
+        assert!(guids.windows(2).all(|w| w[0] < w[1]), "Guid order: {guids:?}");
+        // `new SqlGuid(string)` holds the bytes `Guid.ToByteArray()` gives for the string.
+        let sql_bytes: Vec<[u8; 16]> =
+            list("sql_guids").into_iter().map(HotGuid::to_dotnet_bytes).collect();
+        assert_eq!(sql_bytes.len(), 16);
+        let read_back: Vec<HotGuid> =
+            sql_bytes.iter().map(|&b| HotGuid::from_sql_guid_bytes(b)).collect();
+        assert!(read_back.windows(2).all(|w| w[0] < w[1]), "SqlGuid order: {read_back:?}");
+        for (guid, bytes) in read_back.iter().zip(&sql_bytes) {
+            assert_eq!(guid.to_sql_guid_bytes(), *bytes);
+            let text = guid.to_text(Format::SqlGuidBytes).expect("128 bits");
+            assert_eq!(text, hex(bytes));
+            assert_eq!(HotGuid::parse_text(&text, Format::SqlGuidBytes), Ok(*guid));
+        }
+        // The test's own model of SQL Server's comparison agrees with upstream's list.
+        assert!(sql_bytes.windows(2).all(|w| sql_server_key(w[0]) < sql_server_key(w[1])));
     }
 
     #[test]
@@ -1485,6 +1525,7 @@ mod tests {
             prop_assert_eq!(HotGuid::parse_text(&text, format)?, guid);
             prop_assert_eq!(guid.to_text(Format::Uuid)?, guid.to_string());
             prop_assert_eq!(guid.to_text(Format::Bytes)?, hex(&guid.to_dotnet_bytes()));
+            prop_assert_eq!(guid.to_text(Format::SqlGuidBytes)?, hex(&guid.to_sql_guid_bytes()));
         }
 
         #[test]

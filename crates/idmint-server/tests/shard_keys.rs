@@ -214,6 +214,52 @@ fn http_takes_a_shard_key_per_request_and_refuses_bad_ones() {
     server.stop().expect("stop");
 }
 
+/// `format=sqlguid-bytes`: HotGuid's `ToSqlGuid` bytes as hex, for 128-bit namespaces only,
+/// read back by `decode` and by the core into the same IDs and keys.
+#[test]
+fn sqlguid_bytes_is_a_text_form() {
+    use idmint_core::Format;
+    let server = start();
+    let json = server
+        .get("/v1/namespaces/wide/batch?count=5&shard_key=7&format=sqlguid-bytes")
+        .ok()
+        .json();
+    let texts: Vec<String> = json["ids"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .map(|t| t.as_str().expect("text").to_owned())
+        .collect();
+    assert_eq!(texts.len(), 5);
+    let guids: Vec<HotGuid> = texts
+        .iter()
+        .map(|t| HotGuid::parse_text(t, Format::SqlGuidBytes).expect("sqlguid bytes"))
+        .collect();
+    assert!(guids.iter().all(|g| g.shard_key() == 7));
+    assert!(guids.windows(2).all(|w| w[0] < w[1]));
+    for (text, guid) in texts.iter().zip(&guids) {
+        assert_eq!(text.len(), 32);
+        assert_eq!(
+            *text,
+            guid.to_sql_guid_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        let decoded = server
+            .get(&format!("/v1/namespaces/wide/decode/{text}?format=sqlguid-bytes"))
+            .ok()
+            .json();
+        assert_eq!(decoded["id"], guid.to_string());
+        assert_eq!(decoded["fields"]["shard_key"], 7);
+    }
+    let refused = server.get("/v1/namespaces/default/next?format=sqlguid-bytes");
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused.text().contains("format `sqlguid-bytes` cannot hold 64-bit ids"),
+        "{}",
+        refused.text()
+    );
+    server.stop().expect("stop");
+}
+
 /// 4 clients, 250 requests each of 1,000 IDs, each request its own key of 1,000: one
 /// namespace, one generator. No duplicate, none with the key left out, every key read back,
 /// and each client's IDs increasing across its requests.
