@@ -556,9 +556,11 @@ impl FromStr for HotGuid {
 /// order once the counter wraps, and more than 2^24 IDs in one second from one process collide;
 /// it also does not notice a clock stepping back. Here the counter restarts at 0 each second,
 /// so it carries no randomness: the uniqueness of IDs across generators rests entirely on the
-/// process bytes and the shard key. Use one generator per (process bytes, shard key), shared by
-/// reference between threads, and make sure no two live processes share process bytes (pid
-/// reuse and MD5-prefix collisions of machine names are the risks upstream has too).
+/// process bytes (and on the shard key only between generators that share process bytes). Use
+/// one generator per process bytes, shared by reference between threads, with the key per call
+/// ([`next_with_shard_key`](Self::next_with_shard_key)) where keys vary: within one generator
+/// uniqueness does not depend on the key. Make sure no two live processes share process bytes
+/// (pid reuse and MD5-prefix collisions of machine names are the risks upstream has too).
 ///
 /// # Example
 ///
