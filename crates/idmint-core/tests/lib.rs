@@ -11,6 +11,7 @@
 //! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
 //! | `shard_keys` | HotGuid shard keys per call: 1,000,000 IDs over 1,000 keys from 4 threads, and the mutations the checker must catch |
+//! | `trace_split` | `trace-id`'s chunk/counter split as a parameter: elfo's by default, every split's capacity, order and round trips |
 //! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
 //! | `uuid7_conformance` | `uuid7` against the `uuid` and `ulid` crates and the TypeID specification's own cases; text round trips (proptest) |
@@ -38,6 +39,8 @@ mod public_ids;
 mod shard_keys;
 #[path = "lib/tidy.rs"]
 mod tidy;
+#[path = "lib/trace_split.rs"]
+mod trace_split;
 #[path = "lib/upstream.rs"]
 mod upstream;
 #[path = "lib/upstream_edges.rs"]

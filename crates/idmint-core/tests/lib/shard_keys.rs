@@ -110,8 +110,9 @@ fn mint_per_key(mask: u32) -> Vec<Vec<(u32, HotGuid)>> {
 fn a_million_ids_over_a_thousand_keys_from_four_threads() {
     let layout = Layout::builtin("hot-guid").expect("built in");
     assert!(layout.takes_shard_key());
-    let generator =
-        layout.generator_for(0x001e_98e9_1234, &[], &GeneratorConfig::default()).expect("generator");
+    let generator = layout
+        .generator_for(0x001e_98e9_1234, &[], &GeneratorConfig::default())
+        .expect("generator");
     let runs = mint(4, 1_000, 250_000, &|now, n, key| match generator
         .next_batch_with_shard_key(now, n, key)
         .expect("no error")
