@@ -203,6 +203,9 @@ pub struct NamespaceConfig {
     pub custom_layout: Option<LayoutConfig>,
     /// Another epoch in Unix ms, for layouts that take one. Default: the layout's.
     pub epoch_ms: Option<u64>,
+    /// `trace-id` only: the bits of the counter under the chunk number (1..=21). Default:
+    /// elfo's 10. Another width is another layout (its fingerprint differs).
+    pub counter_bits: Option<u32>,
     /// Where the IDs come from. Default: derived from the layout: `counters` for
     /// `decimal-id`, `segment` for `sequence`, `generator` for every other layout (`redis` is
     /// never chosen by default). The other settings below say which sources they apply to.
@@ -570,6 +573,7 @@ impl NamespaceConfig {
             layout: "snowflake".to_owned(),
             custom_layout: None,
             epoch_ms: None,
+            counter_bits: None,
             generator_id: None,
             fields: BTreeMap::new(),
             token: None,
@@ -615,10 +619,13 @@ impl NamespaceConfig {
     /// The namespace's layout.
     pub(crate) fn resolve_layout(&self) -> Result<Layout, Error> {
         let bad = |e: idmint_core::Error| Error::Config(format!("namespace `{}`: {e}", self.name));
-        let layout = match &self.custom_layout {
+        let mut layout = match &self.custom_layout {
             Some(custom) => Layout::custom(BitLayout::try_from(custom.clone()).map_err(bad)?),
             None => Layout::builtin(&self.layout).map_err(bad)?,
         };
+        if let Some(bits) = self.counter_bits {
+            layout = layout.with_counter_bits(bits).map_err(bad)?;
+        }
         match self.epoch_ms {
             Some(epoch) => layout.with_epoch(epoch).map_err(bad),
             None => Ok(layout),
