@@ -123,6 +123,17 @@ function retryAfterMs(value: string | null): number | null {
   return Number(value.trim()) * 1000;
 }
 
+/** The largest shard key: HotGuid's shard key is an unsigned 32-bit integer. */
+export const MAX_SHARD_KEY = 4_294_967_295;
+
+/** A shard key as given: a whole number from 0 to {@link MAX_SHARD_KEY}, else `InvalidOptions`. */
+function checkShardKey(shardKey: number): number {
+  if (!Number.isInteger(shardKey) || shardKey < 0 || shardKey > MAX_SHARD_KEY) {
+    throw new IdMintError("InvalidOptions", `shardKey must be a whole number from 0 to ${MAX_SHARD_KEY}, not ${String(shardKey)}`);
+  }
+  return shardKey;
+}
+
 /** Creates a client. Throws `InvalidOptions` for wrong options; contacts no server yet. */
 export function createClient<M extends IdMode = "string">(options: ClientOptions<M>): Client<IdOf<M>> {
   return new Client<IdOf<M>>(options as ClientOptions<IdMode>);
@@ -257,6 +268,25 @@ export class Client<T extends string | bigint | number = string> {
     return this.fetchBatch(count, false);
   }
 
+  /**
+   * One ID of a `hot-guid` namespace with `shardKey` in it (HotGuid's `NewGuid(shardKey)`):
+   * one request, bypassing the buffer, whose IDs carry the namespace's own key. `shardKey`
+   * is a whole number from 0 to 4294967295; the server refuses a key outside the
+   * namespace's `shard_keys`, and any key for another layout (`Rejected`, status 400).
+   */
+  async nextWithShardKey(shardKey: number): Promise<T> {
+    const ids = await this.fetchBatch(1, false, checkShardKey(shardKey));
+    return ids[0]!;
+  }
+
+  /** `count` IDs (1 to 100,000) of a `hot-guid` namespace with `shardKey` in each, in one request. */
+  async batchWithShardKey(count: number, shardKey: number): Promise<T[]> {
+    if (!Number.isInteger(count) || count < 1 || count > MAX_BATCH) {
+      throw new IdMintError("InvalidOptions", `count must be a whole number from 1 to ${MAX_BATCH}`);
+    }
+    return this.fetchBatch(count, false, checkShardKey(shardKey));
+  }
+
   /** What the endpoints say about the namespace (from the first that answers). */
   async info(): Promise<NamespaceInfo> {
     return this.call(async (endpoint) => this.endpointInfo(endpoint, false));
@@ -271,8 +301,9 @@ export class Client<T extends string | bigint | number = string> {
     for (const abort of this.aborts) abort.abort();
   }
 
-  private async fetchBatch(count: number, prefetch: boolean): Promise<T[]> {
-    const path = `/v1/namespaces/${this.namespace}/batch?count=${count}&format=decimal`;
+  private async fetchBatch(count: number, prefetch: boolean, shardKey: number | null = null): Promise<T[]> {
+    const key = shardKey === null ? "" : `&shard_key=${shardKey}`;
+    const path = `/v1/namespaces/${this.namespace}/batch?count=${count}&format=decimal${key}`;
     const ids = await this.call(async (endpoint) => {
       const info = await this.endpointInfo(endpoint, false);
       const body = (await this.request(endpoint, path)) as { ids?: unknown };

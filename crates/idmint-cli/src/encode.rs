@@ -20,7 +20,7 @@ pub(crate) struct Args {
     layout: LayoutArgs,
 
     /// The text form of the ID (decimal, hex, binary, base64le, base64url, base32, base62,
-    /// uuid, bytes). Default: the layout's usual form (hex for lable, uuid for hot-guid,
+    /// uuid, bytes, sqlguid-bytes). Default: the layout's usual form (hex for lable, uuid for hot-guid,
     /// decimal otherwise).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     format: Option<Format>,

@@ -1,5 +1,6 @@
-//! Choosing a layout on the command line (`--layout`, `--layout-file`, `--epoch`), and reading
-//! `NAME=VALUE` field values, `--format` and `--type-prefix` for it.
+//! Choosing a layout on the command line (`--layout`, `--layout-file`, `--epoch`,
+//! `--counter-bits`), and reading `NAME=VALUE` field values, `--format` and `--type-prefix`
+//! for it.
 //!
 //! Shared by `gen`, `encode`, `decode` and `explain`. Validation of layouts and values is the
 //! core's; this module only turns text into the core's types.
@@ -32,16 +33,27 @@ pub(crate) struct LayoutArgs {
     /// (snowflake, sonyflake, icicle, flake, js53, custom). Default: the layout's own epoch.
     #[arg(long, value_name = "MS")]
     pub(crate) epoch: Option<u64>,
+
+    /// trace-id only: the bits of the counter under the chunk number (1..=21; the chunk
+    /// number takes the rest of 22). Default: elfo's 10 (12 bits of chunk).
+    #[arg(long, value_name = "BITS")]
+    pub(crate) counter_bits: Option<u32>,
 }
 
 impl LayoutArgs {
     /// The chosen layout: `name` (a positional layout name, for `explain`) or `--layout`, or
-    /// the file of `--layout-file`, then `--epoch` applied.
+    /// the file of `--layout-file`, then `--counter-bits` and `--epoch` applied.
     pub(crate) fn resolve(&self, name: Option<&str>) -> anyhow::Result<Layout> {
-        let layout = match &self.layout_file {
+        let mut layout = match &self.layout_file {
             Some(path) => load_layout_file(path)?,
             None => Layout::builtin(name.unwrap_or(&self.layout))?,
         };
+        if let Some(bits) = self.counter_bits {
+            layout = layout.with_counter_bits(bits).map_err(|err| match err {
+                Error::InvalidLayout(reason) => anyhow!("cannot use --counter-bits: {reason}"),
+                other => other.into(),
+            })?;
+        }
         match self.epoch {
             None => Ok(layout),
             Some(epoch) => layout.with_epoch(epoch).map_err(|err| match err {
@@ -78,7 +90,7 @@ fn load_layout_file(path: &Path) -> anyhow::Result<Layout> {
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct TextArgs {
     /// The text form of the IDs (decimal, hex, binary, base64le, base64url, base32, base62,
-    /// uuid, bytes; ulid and typeid for 128-bit layouts, typeid also for a 64-bit one with
+    /// uuid, bytes; ulid, typeid and sqlguid-bytes for 128-bit layouts, typeid also for a 64-bit one with
     /// --type-prefix). Default: typeid with --type-prefix, else the layout's usual form (hex
     /// for lable, uuid for hot-guid and uuid7, decimal otherwise).
     #[arg(long, value_name = "FORMAT", value_parser = parse_form)]

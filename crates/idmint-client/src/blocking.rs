@@ -159,6 +159,34 @@ impl Client {
         self.runtime.block_on(self.inner.batch(n))
     }
 
+    /// One ID of a `hot-guid` namespace with `shard_key` in it; see
+    /// [`crate::Client::next_with_shard_key`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::next_with_shard_key`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # let runtime = tokio::runtime::Runtime::new()?;
+    /// # let url = runtime.block_on(async {
+    /// #     let config = idmint_server::ServerConfig { namespaces: vec![idmint_server::NamespaceConfig { layout: "hot-guid".into(), ..idmint_server::NamespaceConfig::named("guid") }], ..Default::default() };
+    /// #     let server = idmint_server::Server::start(config, std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let url = format!("http://{}", listener.local_addr()?);
+    /// #     tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+    /// #     Ok::<_, Box<dyn std::error::Error>>(url)
+    /// # })?;
+    /// # let client = idmint_client::Client::builder().endpoint(&url).namespace("guid").build_blocking()?;
+    /// let id = idmint_core::HotGuid::try_from(client.next_with_shard_key(42)?)?;
+    /// assert_eq!(id.shard_key(), 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_with_shard_key(&self, shard_key: u32) -> Result<AnyId, Error> {
+        self.runtime.block_on(self.inner.next_with_shard_key(shard_key))
+    }
+
     /// How many IDs the prefetch buffer holds now.
     ///
     /// # Example

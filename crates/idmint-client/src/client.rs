@@ -156,7 +156,83 @@ impl Client {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let fetched = self.shared.fetch(n.min(self.shared.max_batch), false).await?;
+        let fetched = self.shared.fetch(n.min(self.shared.max_batch), false, None).await?;
+        Ok(fetched.ids.into_vec())
+    }
+
+    /// One ID of a `hot-guid` namespace with `shard_key` in it (HotGuid's
+    /// `NewGuid(shardKey)`): one request (`batch?count=1&shard_key=K`), bypassing the prefetch
+    /// buffer, whose IDs carry the namespace's own key. The server refuses a key outside the
+    /// namespace's `shard_keys` and any key for another layout.
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next); [`ErrorKind::Rejected`] (400 `bad_request`) for a key the
+    /// namespace does not take.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::HotGuid;
+    /// use idmint_server::{NamespaceConfig, ServerConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = ServerConfig {
+    ///     namespaces: vec![NamespaceConfig { layout: "hot-guid".into(), ..NamespaceConfig::named("guid") }],
+    ///     ..ServerConfig::default()
+    /// };
+    /// # let server = idmint_server::Server::start(config, std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let url = format!("http://{}", listener.local_addr()?);
+    /// # tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+    /// let client = idmint_client::Client::builder().endpoint(&url).namespace("guid").build()?;
+    /// let id = HotGuid::try_from(client.next_with_shard_key(1023).await?)?;
+    /// assert_eq!(id.shard_key(), 1023);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next_with_shard_key(&self, shard_key: u32) -> Result<AnyId, Error> {
+        let mut ids = self.batch_with_shard_key(1, shard_key).await?.into_iter();
+        ids.next().ok_or_else(|| ErrorKind::Closed.into())
+    }
+
+    /// `n` IDs of a `hot-guid` namespace with `shard_key` in each, in one request, as
+    /// [`batch`](Self::batch) (at most [`max_batch`](crate::ClientBuilder::max_batch)).
+    ///
+    /// # Errors
+    ///
+    /// As [`next_with_shard_key`](Self::next_with_shard_key).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = idmint_server::Server::start(Default::default(), std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()), std::sync::Arc::new(idmint_core::SystemClock)).await?;
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let url = format!("http://{}", listener.local_addr()?);
+    /// # tokio::spawn(idmint_server::serve(server, listener, Default::default()));
+    /// let client = idmint_client::Client::builder().endpoint(&url).build()?;
+    /// // The default namespace is snowflake: its ids carry no shard key.
+    /// let err = client.batch_with_shard_key(10, 7).await.unwrap_err();
+    /// assert_eq!(err.code(), Some("bad_request"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn batch_with_shard_key(
+        &self,
+        n: usize,
+        shard_key: u32,
+    ) -> Result<Vec<AnyId>, Error> {
+        if self.shared.buffer.is_closed() {
+            return Err(ErrorKind::Closed.into());
+        }
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let count = n.min(self.shared.max_batch);
+        let fetched = self.shared.fetch(count, false, Some(shard_key)).await?;
         Ok(fetched.ids.into_vec())
     }
 

@@ -88,8 +88,13 @@ impl Shared {
 
     /// Fetches `count` IDs with retries and failover (see the crate docs). `prefetch` marks
     /// the refill task's requests, whose batches are also checked against the endpoint's
-    /// earlier ones.
-    pub(crate) async fn fetch(&self, count: usize, prefetch: bool) -> Result<Arrival, Error> {
+    /// earlier ones. `shard_key` asks for IDs with that shard key (a `hot-guid` namespace).
+    pub(crate) async fn fetch(
+        &self,
+        count: usize,
+        prefetch: bool,
+        shard_key: Option<u32>,
+    ) -> Result<Arrival, Error> {
         let decision = retry::first(&mut self.route().endpoints, Instant::now());
         let mut attempt = 1;
         let Decision::Retry { mut endpoint, mut wait } = decision else {
@@ -102,7 +107,7 @@ impl Shared {
             let timeout = self.policy.timeout;
             let result = match tokio::time::timeout(
                 timeout,
-                self.attempt(endpoint, count, prefetch),
+                self.attempt(endpoint, count, prefetch, shard_key),
             )
             .await
             {
@@ -167,6 +172,7 @@ impl Shared {
         index: usize,
         count: usize,
         prefetch: bool,
+        shard_key: Option<u32>,
     ) -> Result<Arrival, CallError> {
         let endpoint = &self.endpoints[index];
         let (cached, previous) = {
@@ -177,7 +183,7 @@ impl Shared {
             Some(layout) => layout,
             None => self.learn_layout(index).await?,
         };
-        let ids = self.transport.batch(endpoint, count, layout.id_bits).await?;
+        let ids = self.transport.batch(endpoint, count, layout.id_bits, shard_key).await?;
         let not_monotonic = |(previous, next)| -> Error {
             ErrorKind::NotMonotonic { endpoint: endpoint.base.clone(), previous, next }.into()
         };
@@ -211,7 +217,7 @@ impl Shared {
         let info = self.transport.namespace_info(endpoint, &self.namespace).await?;
         let Some(info) = info else {
             // Not listed: let the server say so in its own words (404 unknown_namespace).
-            self.transport.batch(endpoint, 1, 64).await?;
+            self.transport.batch(endpoint, 1, 64, None).await?;
             let message = format!("namespace `{}` is not listed by /v1/namespaces", self.namespace);
             let error =
                 Error::from(ErrorKind::Protocol { endpoint: endpoint.base.clone(), message });

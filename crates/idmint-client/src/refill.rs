@@ -60,7 +60,7 @@ pub(crate) async fn refill(shared: Arc<Shared>, stop: CancellationToken) {
                 let ticket = sequencer.send();
                 let shared = Arc::clone(&shared);
                 let task =
-                    fetches.spawn(async move { shared.fetch(shared.batch_size, true).await });
+                    fetches.spawn(async move { shared.fetch(shared.batch_size, true, None).await });
                 tickets.insert(task.id(), ticket);
             }
         }

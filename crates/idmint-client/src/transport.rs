@@ -200,15 +200,17 @@ impl Transport {
     }
 
     /// A batch of `count` IDs (or fewer, but at least one) of a namespace with `id_bits`-bit
-    /// IDs, asked for in binary, or as decimal text from a server that answers JSON. Checks
-    /// only the form of the answer, not its order.
+    /// IDs, asked for in binary, or as decimal text from a server that answers JSON, with
+    /// `shard_key` when given. Checks only the form of the answer, not its order.
     pub(crate) async fn batch(
         &self,
         endpoint: &Endpoint,
         count: usize,
         id_bits: u32,
+        shard_key: Option<u32>,
     ) -> Result<Ids, CallError> {
-        let uri: Uri = format!("{}{count}", endpoint.batch_prefix)
+        let key = shard_key.map_or_else(String::new, |key| format!("&shard_key={key}"));
+        let uri: Uri = format!("{}{count}{key}", endpoint.batch_prefix)
             .parse()
             .map_err(|e| protocol(endpoint, format!("bad batch url: {e}")))?;
         let (headers, body) = self.get(endpoint, uri, BATCH_ACCEPT).await?;

@@ -244,10 +244,28 @@ pub(crate) trait OtherGenerator: fmt::Debug + Send + Sync {
     fn next(&self, now_ms: u64) -> Result<Next<AnyId>, Error>;
     /// As [`AnyGenerator::next_batch`].
     fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error>;
+    /// As [`AnyGenerator::next_batch_with_shard_key`]; refused unless the layout has a shard
+    /// key.
+    fn next_batch_with_shard_key(
+        &self,
+        _now_ms: u64,
+        _n: u64,
+        _shard_key: u32,
+    ) -> Result<Next<AnyBatch>, Error> {
+        Err(no_shard_key())
+    }
     /// As [`AnyGenerator::last_ms`].
     fn last_ms(&self) -> Option<u64>;
     /// As [`AnyGenerator::set_ceiling_ms`].
     fn set_ceiling_ms(&self, mark_ms: u64) -> Result<(), Error>;
+}
+
+/// The refusal of a shard key by a layout whose IDs have none.
+fn no_shard_key() -> Error {
+    Error::InvalidFieldValue {
+        field: "shard_key".into(),
+        reason: "this layout's ids carry no shard key (only hot-guid's do)".into(),
+    }
 }
 
 /// The IDs of a batch from an [`OtherGenerator`].
@@ -361,6 +379,43 @@ impl AnyGenerator {
                 .map(|b| AnyBatch { inner: BatchInner::U64(b) }),
             AnyInner::Other(g) => g.next_batch(now_ms, n)?,
         })
+    }
+
+    /// Up to `n` consecutive IDs at `now_ms`, each with `shard_key` in place of the
+    /// generator's own, for layouts whose IDs carry a shard key
+    /// ([`Layout::takes_shard_key`](crate::Layout::takes_shard_key): `hot-guid`). The IDs come
+    /// from the generator's one sequence, whatever the key, so they are unique and in the
+    /// generator's order even across keys.
+    ///
+    /// # Errors
+    ///
+    /// As [`next_batch`](Self::next_batch), and [`Error::InvalidFieldValue`] for a layout
+    /// without a shard key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{AnyId, GeneratorConfig, HotGuid, Layout};
+    ///
+    /// let generator = Layout::builtin("hot-guid")?.generator(&[], &GeneratorConfig::default())?;
+    /// let ids: Vec<AnyId> =
+    ///     generator.next_batch_with_shard_key(1_700_000_000_000, 2, 1023)?.ready().unwrap().collect();
+    /// assert!(ids.iter().all(|&id| HotGuid::try_from(id).is_ok_and(|g| g.shard_key() == 1023)));
+    ///
+    /// let snowflake = Layout::builtin("snowflake")?.generator(&[], &GeneratorConfig::default())?;
+    /// assert!(snowflake.next_batch_with_shard_key(1_700_000_000_000, 2, 1023).is_err());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn next_batch_with_shard_key(
+        &self,
+        now_ms: u64,
+        n: u64,
+        shard_key: u32,
+    ) -> Result<Next<AnyBatch>, Error> {
+        match &self.inner {
+            AnyInner::U64(_) => Err(no_shard_key()),
+            AnyInner::Other(g) => g.next_batch_with_shard_key(now_ms, n, shard_key),
+        }
     }
 
     /// The start of the last issued tick in Unix ms (see [`Generator::last_ms`]); `None` for

@@ -172,6 +172,22 @@ impl BitLayout {
         }
     }
 
+    /// A built-in layout whose fields are made at run time (a layout parameter such as
+    /// TraceId's counter width).
+    pub(crate) fn builtin_owned(
+        name: &'static str,
+        bits: u32,
+        fields: Vec<BitField>,
+        epoch_ms: u64,
+        tick_ms: u64,
+        time_wraps: bool,
+    ) -> Self {
+        BitLayout {
+            fields: Cow::Owned(fields),
+            ..Self::builtin(name, bits, &[], epoch_ms, tick_ms, time_wraps)
+        }
+    }
+
     /// The same built-in layout, whose original rounds its start time down to a tick.
     pub(crate) const fn with_floored_epoch(mut self) -> Self {
         self.floors_epoch = true;

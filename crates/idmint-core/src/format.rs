@@ -30,6 +30,7 @@ use crate::Error;
 /// | `base62` | `6wWt7PwWTz7` | `0-9A-Za-z`, fixed width (11 or 22), sorts like the number |
 /// | `uuid` | (none) | 128-bit IDs only, e.g. `01020304-0605-0807-090a-0b0c100f0e0d` |
 /// | `bytes` | `50e1abba11ce3001` | 128-bit: the 16 bytes in .NET `Guid.ToByteArray()` order; 64-bit: big-endian, as `hex` |
+/// | `sqlguid-bytes` | (none) | 128-bit IDs only: the 16 bytes of HotGuid's `ToSqlGuid`, which SQL Server sorts like the ID |
 ///
 /// # Example
 ///
@@ -89,11 +90,18 @@ pub enum Format {
     /// text) are written as `b3 b2 b1 b0 b5 b4 b7 b6 b8..b15`. Parsing needs exactly 32 (or 16)
     /// hex digits, in either case.
     Bytes,
+    /// The bytes of HotGuid's `ToSqlGuid` as hex: 128-bit IDs only. With `g` the
+    /// `Guid.ToByteArray()` bytes (those of [`Bytes`](Self::Bytes)), the bytes are
+    /// `g[12..=15] g[10..=11] g[8..=9] g7 g6 g3 g2 g1 g0 g5 g4`, so that SQL Server, which
+    /// compares a `uniqueidentifier` by bytes 10..=15, then 8..=9, 6..=7, 4..=5, 0..=3, sorts
+    /// them as the IDs sort; `new SqlGuid(bytes)` takes them as they are. Parsing needs
+    /// exactly 32 hex digits, in either case.
+    SqlGuidBytes,
 }
 
 impl Format {
     /// Every format, in the order of the table above.
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::Decimal,
         Format::Hex,
         Format::Binary,
@@ -103,11 +111,22 @@ impl Format {
         Format::Base62,
         Format::Uuid,
         Format::Bytes,
+        Format::SqlGuidBytes,
     ];
 
     /// The names accepted by [`FromStr`], in the order of [`ALL`](Self::ALL).
-    pub const NAMES: [&'static str; 9] =
-        ["decimal", "hex", "binary", "base64le", "base64url", "base32", "base62", "uuid", "bytes"];
+    pub const NAMES: [&'static str; 10] = [
+        "decimal",
+        "hex",
+        "binary",
+        "base64le",
+        "base64url",
+        "base32",
+        "base62",
+        "uuid",
+        "bytes",
+        "sqlguid-bytes",
+    ];
 
     /// The format's name.
     ///
@@ -127,6 +146,7 @@ impl Format {
             Format::Base62 => "base62",
             Format::Uuid => "uuid",
             Format::Bytes => "bytes",
+            Format::SqlGuidBytes => "sqlguid-bytes",
         }
     }
 
@@ -139,10 +159,11 @@ impl Format {
     ///
     /// assert!(!Format::Uuid.supports(64));
     /// assert!(Format::Uuid.supports(128));
+    /// assert!(!Format::SqlGuidBytes.supports(64));
     /// ```
     pub fn supports(self, bits: u32) -> bool {
         match self {
-            Format::Uuid => bits == 128,
+            Format::Uuid | Format::SqlGuidBytes => bits == 128,
             _ => bits == 64 || bits == 128,
         }
     }
@@ -201,7 +222,9 @@ impl Format {
             Format::Base64Url => URL_SAFE_NO_PAD.encode_string(value.to_be_bytes(), out),
             Format::Base32 => write_base32(u128::from(value), 64, out),
             Format::Base62 => write_base62_u64(value, out),
-            Format::Uuid => return Err(Error::UnsupportedFormat { format: self, bits: 64 }),
+            Format::Uuid | Format::SqlGuidBytes => {
+                return Err(Error::UnsupportedFormat { format: self, bits: 64 });
+            }
         }
         Ok(())
     }
@@ -229,7 +252,7 @@ impl Format {
     /// # Ok::<(), idmint_core::Error>(())
     /// ```
     pub fn parse_u64(self, text: &str) -> Result<u64, Error> {
-        if self == Format::Uuid {
+        if !self.supports(64) {
             return Err(Error::UnsupportedFormat { format: self, bits: 64 });
         }
         let value = self.parse_bits(text, 64)?;
@@ -292,6 +315,7 @@ impl Format {
             Format::Decimal if bits > 64 => 39,
             Format::Decimal => 20,
             Format::Hex | Format::Bytes => hex_digits(bits),
+            Format::SqlGuidBytes => hex_digits(128),
             Format::Binary => bits as usize,
             Format::Base64Le | Format::Base64Url => base64_len(self, bits),
             Format::Base32 => base32_width(bits),
@@ -312,6 +336,7 @@ impl Format {
             Format::Base62 => write_base62_u128(value, out),
             Format::Uuid => write_uuid(value, out),
             Format::Bytes => write_hex_u128(guid_byte_order(value), out),
+            Format::SqlGuidBytes => write_hex_u128(sql_guid_order(value), out),
         }
     }
 
@@ -331,6 +356,9 @@ impl Format {
             Format::Bytes => {
                 let value = parse_hex(self, text, hex_digits(bits))?;
                 Ok(if bits > 64 { guid_byte_order(value) } else { value })
+            }
+            Format::SqlGuidBytes => {
+                parse_hex(self, text, hex_digits(128)).map(sql_guid_order_inverse)
             }
         }
     }
@@ -610,6 +638,27 @@ fn write_uuid(value: u128, out: &mut String) {
     }
     push_ascii(out, &buf);
 }
+
+/// The SqlGuid bytes of a 128-bit value, as one big-endian `u128`: HotGuid's `ToSqlGuid`
+/// permutation of the `ToByteArray()` bytes (see [`Format::SqlGuidBytes`]).
+fn sql_guid_order(value: u128) -> u128 {
+    let g = guid_byte_order(value).to_be_bytes();
+    u128::from_be_bytes(SQL_GUID_ORDER.map(|i| g[i]))
+}
+
+/// The inverse of [`sql_guid_order`]: the value whose SqlGuid bytes are `sql`'s.
+fn sql_guid_order_inverse(sql: u128) -> u128 {
+    let sql = sql.to_be_bytes();
+    let mut g = [0; 16];
+    for (at, &from) in SQL_GUID_ORDER.iter().enumerate() {
+        g[from] = sql[at];
+    }
+    guid_byte_order(u128::from_be_bytes(g))
+}
+
+/// `SQL_GUID_ORDER[i]` is the `ToByteArray()` index of SqlGuid byte `i` (HotGuid's
+/// `ToSqlGuid` map).
+const SQL_GUID_ORDER: [usize; 16] = [12, 13, 14, 15, 10, 11, 8, 9, 7, 6, 3, 2, 1, 0, 5, 4];
 
 /// Swaps between the UUID's big-endian byte order and .NET `Guid.ToByteArray()` order.
 ///
@@ -1043,6 +1092,10 @@ mod tests {
             // The UUID and .NET byte order vector.
             (Format::Uuid, W128(GUID), "01020304-0605-0807-090a-0b0c100f0e0d"),
             (Format::Bytes, W128(GUID), "0403020105060708090a0b0c100f0e0d"),
+            // HotGuid's `ToSqlGuid` of the same: `g[12..=15] g[10..=11] g[8..=9] g7 g6 g3..g0 g5 g4`.
+            (Format::SqlGuidBytes, W128(GUID), "100f0e0d0b0c090a0807010203040605"),
+            (Format::SqlGuidBytes, W128(0), "00000000000000000000000000000000"),
+            (Format::SqlGuidBytes, W128(u128::MAX), "ffffffffffffffffffffffffffffffff"),
             (Format::Hex, W128(GUID), "0102030406050807090a0b0c100f0e0d"),
             (Format::Base64Le, W128(GUID), "DQ4PEAwLCgkHCAUGBAMCAQ=="),
             (Format::Base64Url, W128(GUID), "AQIDBAYFCAcJCgsMEA8ODQ"),
@@ -1310,7 +1363,7 @@ mod tests {
         // The empty string, in every format and width.
         for format in Format::ALL {
             let empty = Err(Error::text(format, "text is empty"));
-            if format != Format::Uuid {
+            if format.supports(64) {
                 assert_eq!(format.parse_u64("").map(u128::from), empty, "{format}");
             }
             assert_eq!(format.parse_u128(""), empty, "{format}");
@@ -1326,6 +1379,10 @@ mod tests {
         assert_eq!(Format::Uuid.write_u64(1, &mut out), Err(unsupported.clone()));
         assert_eq!(out, "kept");
         assert_eq!(unsupported.to_string(), "format `uuid` cannot represent 64-bit ids");
+        let sql = Error::UnsupportedFormat { format: Format::SqlGuidBytes, bits: 64 };
+        assert_eq!(Format::SqlGuidBytes.encode_u64(1), Err(sql.clone()));
+        assert_eq!(Format::SqlGuidBytes.parse_u64("1"), Err(sql.clone()));
+        assert_eq!(sql.to_string(), "format `sqlguid-bytes` cannot represent 64-bit ids");
         assert_eq!(
             Format::Hex.parse_u64("00ff").unwrap_err().to_string(),
             "invalid hex id: expected 16 hex digits, found 4"
@@ -1335,7 +1392,7 @@ mod tests {
     #[test]
     fn lengths_match_the_widths() {
         for format in Format::ALL {
-            if format != Format::Uuid {
+            if format.supports(64) {
                 for value in [0, 1, u64::MAX] {
                     let len = format.encode_u64(value).unwrap().len();
                     assert!(len <= format.max_len(64), "{format} {value}");
@@ -1353,7 +1410,9 @@ mod tests {
                 "" => "0".to_owned(),
                 digits => digits.to_owned(),
             },
-            Format::Hex | Format::Uuid | Format::Bytes => text.to_ascii_lowercase(),
+            Format::Hex | Format::Uuid | Format::Bytes | Format::SqlGuidBytes => {
+                text.to_ascii_lowercase()
+            }
             Format::Base32 => text.to_ascii_uppercase().replace('O', "0").replace(['I', 'L'], "1"),
             Format::Base64Le | Format::Base64Url | Format::Base62 => text.to_owned(),
         }
@@ -1403,7 +1462,7 @@ mod tests {
     proptest! {
         #[test]
         fn round_trips_64_bit_values(format in any_format(), value in any_u64()) {
-            if format == Format::Uuid {
+            if !format.supports(64) {
                 prop_assert!(format.encode_u64(value).is_err());
             } else {
                 let text = format.encode_u64(value).unwrap();
@@ -1473,7 +1532,7 @@ mod tests {
             edit in 0..3_u8,
         ) {
             let mut text = format.encode_u128(value).unwrap();
-            if format != Format::Uuid && value & 1 == 0 {
+            if format.supports(64) && value & 1 == 0 {
                 text = format.encode_u64(value as u64).unwrap();
             }
             let at = at.index(text.len());

@@ -292,7 +292,8 @@ impl HotGuid {
     }
 
     /// Writes the HotGuid in `format`: [`Format::Uuid`] is the "D" string (as `Display`),
-    /// [`Format::Bytes`] the `ToByteArray()` bytes as hex, and the other formats write
+    /// [`Format::Bytes`] the `ToByteArray()` bytes as hex, [`Format::SqlGuidBytes`] the
+    /// [`to_sql_guid_bytes`](Self::to_sql_guid_bytes) as hex, and the other formats write
     /// [`as_u128`](Self::as_u128).
     ///
     /// # Errors
@@ -555,9 +556,11 @@ impl FromStr for HotGuid {
 /// order once the counter wraps, and more than 2^24 IDs in one second from one process collide;
 /// it also does not notice a clock stepping back. Here the counter restarts at 0 each second,
 /// so it carries no randomness: the uniqueness of IDs across generators rests entirely on the
-/// process bytes and the shard key. Use one generator per (process bytes, shard key), shared by
-/// reference between threads, and make sure no two live processes share process bytes (pid
-/// reuse and MD5-prefix collisions of machine names are the risks upstream has too).
+/// process bytes (and on the shard key only between generators that share process bytes). Use
+/// one generator per process bytes, shared by reference between threads, with the key per call
+/// ([`next_with_shard_key`](Self::next_with_shard_key)) where keys vary: within one generator
+/// uniqueness does not depend on the key. Make sure no two live processes share process bytes
+/// (pid reuse and MD5-prefix collisions of machine names are the risks upstream has too).
 ///
 /// # Example
 ///
@@ -629,6 +632,77 @@ impl HotGuidGenerator {
     #[inline]
     pub fn next(&self, now_ms: u64) -> Result<Next<HotGuid>, Error> {
         Ok(self.seq.next(now_ms)?.map(|pair| pack(self.node, pair)))
+    }
+
+    /// The next HotGuid at time `now_ms` with `shard_key` in place of the generator's own: a
+    /// shard key per call, as upstream's `NewGuid(shardKey)`.
+    ///
+    /// The (second, counter) pair comes from the same sequence as every other call of this
+    /// generator, whatever the key: the key only fills the `shard_key` bytes. So the HotGuids
+    /// of one generator are unique and increasing even with the shard key left out of the
+    /// comparison, and calls with different keys interleave in one increasing order (the
+    /// process bytes, compared before the counter, are fixed). See DESIGN.md, "Shard keys per
+    /// request".
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, HotGuid};
+    ///
+    /// let generator = HotGuid::generator([0; 5], 1, &GeneratorConfig::default())?;
+    /// let t = 1_700_000_000_000;
+    /// let a = generator.next_with_shard_key(t, 1023)?.ready().unwrap();
+    /// let b = generator.next_with_shard_key(t, 7)?.ready().unwrap();
+    /// assert_eq!((a.shard_key(), b.shard_key()), (1023, 7));
+    /// // One sequence for every key: the counter goes on, and the order holds.
+    /// assert_eq!((a.into_parts().counter, b.into_parts().counter), (0, 1));
+    /// assert!(a < b);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    #[inline]
+    pub fn next_with_shard_key(&self, now_ms: u64, shard_key: u32) -> Result<Next<HotGuid>, Error> {
+        let node = with_shard_key(self.node, shard_key);
+        Ok(self.seq.next(now_ms)?.map(|pair| pack(node, pair)))
+    }
+
+    /// Reserves up to `n` consecutive HotGuids in one atomic step, each with `shard_key` in
+    /// place of the generator's own; the batch rules of [`next_batch`](Self::next_batch) and
+    /// the one sequence of [`next_with_shard_key`](Self::next_with_shard_key).
+    ///
+    /// # Errors
+    ///
+    /// As [`next_batch`](Self::next_batch).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, HotGuid};
+    ///
+    /// let generator = HotGuid::generator([0; 5], 1, &GeneratorConfig::default())?;
+    /// let t = 1_700_000_000_000;
+    /// let first: Vec<HotGuid> = generator.next_batch_with_shard_key(t, 3, 42)?.ready().unwrap().collect();
+    /// let then: Vec<HotGuid> = generator.next_batch(t, 2)?.ready().unwrap().collect();
+    /// assert!(first.iter().all(|g| g.shard_key() == 42));
+    /// assert!(then.iter().all(|g| g.shard_key() == 1));
+    /// assert!(first[2] < then[0]);
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn next_batch_with_shard_key(
+        &self,
+        now_ms: u64,
+        n: u64,
+        shard_key: u32,
+    ) -> Result<Next<HotGuidBatch>, Error> {
+        let node = with_shard_key(self.node, shard_key);
+        Ok(self.seq.reserve(now_ms, n)?.map(|(first, count)| HotGuidBatch {
+            pair: first,
+            remaining: count,
+            node,
+        }))
     }
 
     /// Reserves up to `n` consecutive HotGuids in one atomic step.
@@ -703,6 +777,16 @@ impl HotGuidGenerator {
         self.seq.set_ceiling(self.seq.tick_of(mark_ms)?);
         Ok(())
     }
+}
+
+/// The bits of the shard key in the `u128` (text bytes 12..=15, the key little-endian).
+const SHARD_MASK: u128 = 0xFFFF_FFFF;
+
+/// `node` with `shard_key` in its shard-key bytes.
+#[inline]
+fn with_shard_key(node: HotGuid, shard_key: u32) -> HotGuid {
+    let field = u128::from(u32::from_be_bytes(shard_key.to_le_bytes()));
+    HotGuid(node.0 & !SHARD_MASK | field)
 }
 
 /// The HotGuid of a (second, counter) pair; the timestamp field keeps the second mod 2^32.
@@ -973,6 +1057,10 @@ impl LayoutKind for HotGuidLayout {
         IssuedBy::Clock
     }
 
+    fn takes_shard_key(&self) -> bool {
+        true
+    }
+
     fn same(&self, other: &dyn LayoutKind) -> bool {
         same_as(self, other)
     }
@@ -985,6 +1073,16 @@ impl OtherGenerator for HotGuidGenerator {
 
     fn next_batch(&self, now_ms: u64, n: u64) -> Result<Next<AnyBatch>, Error> {
         let batch = HotGuidGenerator::next_batch(self, now_ms, n)?;
+        Ok(batch.map(|b| AnyBatch::other(b.map(id_of as fn(HotGuid) -> AnyId))))
+    }
+
+    fn next_batch_with_shard_key(
+        &self,
+        now_ms: u64,
+        n: u64,
+        shard_key: u32,
+    ) -> Result<Next<AnyBatch>, Error> {
+        let batch = HotGuidGenerator::next_batch_with_shard_key(self, now_ms, n, shard_key)?;
         Ok(batch.map(|b| AnyBatch::other(b.map(id_of as fn(HotGuid) -> AnyId))))
     }
 
@@ -1180,14 +1278,53 @@ mod tests {
                 let text = match format {
                     "uuid" => id.to_owned(),
                     "bytes" => HotGuid::from_dotnet_bytes(unhex(id)).to_string(),
+                    "sqlguid-bytes" => HotGuid::from_sql_guid_bytes(unhex(id)).to_string(),
                     other => panic!("{name}: unexpected format {other}"),
                 };
                 let bytes = (format == "bytes").then_some(id);
-                check(&Case { name, parts, text: &text, bytes, sql: None });
+                let sql = (format == "sqlguid-bytes").then_some(id);
+                check(&Case { name, parts, text: &text, bytes, sql });
+                let guid: HotGuid = text.parse().expect("valid");
+                assert_eq!(guid.to_text(format.parse().expect("a format")).as_deref(), Ok(id));
             }
             checked += 1;
         }
-        assert!(checked >= 6, "only {checked} hot-guid vectors found");
+        assert!(checked >= 12, "only {checked} hot-guid vectors found");
+    }
+
+    /// The two lists HotGuid's own tests sort (`testdata/hotguid-sort-order.json`): .NET
+    /// `Guid`s in `Guid.CompareTo` order, which must be `HotGuid`'s order, and `SqlGuid`s in
+    /// SQL Server's order, whose bytes read back through `from_sql_guid_bytes` (and
+    /// `Format::SqlGuidBytes`) must give increasing HotGuids: what `ToSqlGuid` promises.
+    #[test]
+    fn upstream_sort_orders() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/hotguid-sort-order.json"
+        ));
+        let data: serde_json::Value = serde_json::from_str(text).expect("valid json");
+        let list = |key: &str| -> Vec<HotGuid> {
+            let items = data[key].as_array().unwrap_or_else(|| panic!("no `{key}`"));
+            items.iter().map(|t| t.as_str().expect("a string").parse().expect("a Guid")).collect()
+        };
+        let guids = list("guids");
+        assert_eq!(guids.len(), 16);
+        assert!(guids.windows(2).all(|w| w[0] < w[1]), "Guid order: {guids:?}");
+        // `new SqlGuid(string)` holds the bytes `Guid.ToByteArray()` gives for the string.
+        let sql_bytes: Vec<[u8; 16]> =
+            list("sql_guids").into_iter().map(HotGuid::to_dotnet_bytes).collect();
+        assert_eq!(sql_bytes.len(), 16);
+        let read_back: Vec<HotGuid> =
+            sql_bytes.iter().map(|&b| HotGuid::from_sql_guid_bytes(b)).collect();
+        assert!(read_back.windows(2).all(|w| w[0] < w[1]), "SqlGuid order: {read_back:?}");
+        for (guid, bytes) in read_back.iter().zip(&sql_bytes) {
+            assert_eq!(guid.to_sql_guid_bytes(), *bytes);
+            let text = guid.to_text(Format::SqlGuidBytes).expect("128 bits");
+            assert_eq!(text, hex(bytes));
+            assert_eq!(HotGuid::parse_text(&text, Format::SqlGuidBytes), Ok(*guid));
+        }
+        // The test's own model of SQL Server's comparison agrees with upstream's list.
+        assert!(sql_bytes.windows(2).all(|w| sql_server_key(w[0]) < sql_server_key(w[1])));
     }
 
     #[test]
@@ -1390,6 +1527,7 @@ mod tests {
             prop_assert_eq!(HotGuid::parse_text(&text, format)?, guid);
             prop_assert_eq!(guid.to_text(Format::Uuid)?, guid.to_string());
             prop_assert_eq!(guid.to_text(Format::Bytes)?, hex(&guid.to_dotnet_bytes()));
+            prop_assert_eq!(guid.to_text(Format::SqlGuidBytes)?, hex(&guid.to_sql_guid_bytes()));
         }
 
         #[test]

@@ -180,6 +180,11 @@ pub(crate) trait LayoutKind: fmt::Debug + Send + Sync + Any {
     fn with_epoch(&self, _epoch_ms: u64) -> Option<Result<Arc<dyn LayoutKind>, Error>> {
         None
     }
+    /// The same layout with another counter width (TraceId's chunk/counter split), or `None`
+    /// when the layout has no such parameter.
+    fn with_counter_bits(&self, _counter_bits: u32) -> Option<Result<Arc<dyn LayoutKind>, Error>> {
+        None
+    }
     /// Whether every ID is at most 2^53−1.
     fn is_js_safe(&self) -> bool {
         false
@@ -214,6 +219,11 @@ pub(crate) trait LayoutKind: fmt::Debug + Send + Sync + Any {
     fn order(&self) -> Order;
     /// What issues the IDs.
     fn issued_by(&self) -> IssuedBy;
+    /// Whether a generator takes a shard key per call
+    /// ([`AnyGenerator::next_batch_with_shard_key`]).
+    fn takes_shard_key(&self) -> bool {
+        false
+    }
     /// Whether `other` is the same layout.
     fn same(&self, other: &dyn LayoutKind) -> bool;
 }

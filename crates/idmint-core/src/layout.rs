@@ -136,6 +136,44 @@ impl Layout {
         }
     }
 
+    /// The same layout with another split of its sequence: `trace-id` only, whose 22 bits
+    /// below the node number are a chunk number (elfo's per-thread chunk) and a counter that
+    /// is never 0. elfo's split, the default, is 12 bits of chunk and 10 of counter
+    /// ([`TraceId::DEFAULT_COUNTER_BITS`](crate::TraceId::DEFAULT_COUNTER_BITS)); `counter_bits`
+    /// may be 1..=21. Another split is another layout: its fingerprint differs, so a claim
+    /// made under one split is refused under another.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidLayout`] for another layout, or a width outside 1..=21.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{GeneratorConfig, Layout};
+    ///
+    /// let elfo = Layout::builtin("trace-id")?;
+    /// assert_eq!(elfo.with_counter_bits(10)?, elfo);
+    /// let wide = elfo.with_counter_bits(16)?;
+    /// assert_eq!(wide.capacity().ids_per_second_per_generator, 64 * 65_535);
+    /// let id = wide.generator(&[], &GeneratorConfig::default())?.next(1_700_000_000_000)?.ready().unwrap();
+    /// let fields = wide.decode(id)?;
+    /// assert_eq!(fields[2].0, "chunk_no");
+    /// assert_eq!(fields[3], ("counter".to_owned(), idmint_core::FieldValue::Number(1)));
+    /// assert!(elfo.with_counter_bits(22).is_err());
+    /// assert!(Layout::builtin("snowflake")?.with_counter_bits(10).is_err());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn with_counter_bits(&self, counter_bits: u32) -> Result<Self, Error> {
+        match self.kind.with_counter_bits(counter_bits) {
+            Some(kind) => Ok(Layout { kind: kind? }),
+            None => Err(Error::InvalidLayout(format!(
+                "layout `{}` has no counter width to set (only trace-id has)",
+                self.name()
+            ))),
+        }
+    }
+
     /// The layout's name.
     ///
     /// # Example
@@ -189,6 +227,23 @@ impl Layout {
     /// ```
     pub fn issued_by(&self) -> IssuedBy {
         self.kind.issued_by()
+    }
+
+    /// Whether the layout's IDs carry a shard key that each call may choose
+    /// ([`AnyGenerator::next_batch_with_shard_key`](crate::AnyGenerator::next_batch_with_shard_key)):
+    /// true for `hot-guid` only.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::Layout;
+    ///
+    /// assert!(Layout::builtin("hot-guid")?.takes_shard_key());
+    /// assert!(!Layout::builtin("icicle")?.takes_shard_key());
+    /// # Ok::<(), idmint_core::Error>(())
+    /// ```
+    pub fn takes_shard_key(&self) -> bool {
+        self.kind.takes_shard_key()
     }
 
     /// The epoch of the time field in Unix ms, if the layout has one (fixed at 0 for `lable`,

@@ -3,7 +3,10 @@
 
 use std::{
     num::NonZeroU64,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use crate::{
@@ -119,6 +122,11 @@ impl TraceId {
         BitLayout::builtin("trace-id", 63, FIELDS, 0, MS_PER_SECOND, true);
     /// The text form of `Display` and `FromStr`.
     pub const DEFAULT_FORMAT: Format = Format::Decimal;
+    /// The counter width of elfo's TraceId, the `trace-id` layout's default: 10 bits of
+    /// counter under 12 bits of chunk number.
+    pub const DEFAULT_COUNTER_BITS: u32 = Self::COUNTER_BITS;
+    /// The widest counter a `trace-id` layout may take: the chunk number keeps at least 1 bit.
+    pub const MAX_COUNTER_BITS: u32 = BOTTOM_BITS - 1;
     /// An example ID (from elfo's tests), for documentation and tests.
     pub const EXAMPLE: TraceId = TraceId(NonZeroU64::new(276_561_162_443_934_569).unwrap());
 
@@ -261,14 +269,26 @@ impl TraceId {
 
     /// How a generator fills TraceIds for `node_no`.
     pub(crate) fn plan(node_no: u64) -> Result<Plan, Error> {
+        Self::plan_with(node_no, Self::COUNTER_BITS)
+    }
+
+    /// How a generator fills TraceIds for `node_no`, with `counter_bits` of counter under the
+    /// chunk number (checked by the caller: 1..=[`MAX_COUNTER_BITS`](Self::MAX_COUNTER_BITS)).
+    fn plan_with(node_no: u64, counter_bits: u32) -> Result<Plan, Error> {
         let node_bits = FIELDS[1].check(node_no)? << NODE_SHIFT;
+        let kind = PackKind::Chunked {
+            time_shift: TIMESTAMP_SHIFT,
+            time_mask: FIELDS[0].max(),
+            chunk_shift: counter_bits,
+            per_chunk: (1 << counter_bits) - 1,
+        };
         Ok(Plan {
             epoch_ms: SHAPE.epoch_ms,
             tick_ms: SHAPE.tick_ms,
             time_bits: Self::TIMESTAMP_BITS,
             time_wraps: true,
-            seq_limit: SHAPE.seq_limit,
-            packer: Packer { kind: SHAPE.kind, node_bits, seq_bits: SHAPE.seq_bits },
+            seq_limit: ids_per_second(counter_bits),
+            packer: Packer { kind, node_bits, seq_bits: SHAPE.seq_bits },
         })
     }
 
@@ -299,9 +319,54 @@ impl crate::generator::Sealed for TraceId {
 
 u64_id!(TraceId);
 
-/// The `trace-id` layout: TraceId's bit fields, with a sequence split into chunk and counter.
+/// IDs per second and node with `counter_bits` of counter: every chunk number, times the
+/// counter values but 0.
+const fn ids_per_second(counter_bits: u32) -> u64 {
+    (1 << (BOTTOM_BITS - counter_bits)) * ((1 << counter_bits) - 1)
+}
+
+/// The `trace-id` layout: TraceId's bit fields, with a sequence split into chunk and counter;
+/// the split is a parameter (`counter_bits`, elfo's 10 by default, the chunk number taking the
+/// other 22 − `counter_bits` bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TraceIdLayout;
+pub(crate) struct TraceIdLayout {
+    counter_bits: u32,
+}
+
+impl Default for TraceIdLayout {
+    fn default() -> Self {
+        TraceIdLayout { counter_bits: TraceId::DEFAULT_COUNTER_BITS }
+    }
+}
+
+impl TraceIdLayout {
+    /// The layout with `counter_bits` of counter.
+    pub(crate) fn with_counter_bits(counter_bits: u32) -> Result<Self, Error> {
+        if !(1..=TraceId::MAX_COUNTER_BITS).contains(&counter_bits) {
+            return Err(Error::InvalidLayout(format!(
+                "trace-id's counter must be 1..={} bits (the chunk number takes the rest of {BOTTOM_BITS}), not {counter_bits}",
+                TraceId::MAX_COUNTER_BITS
+            )));
+        }
+        Ok(TraceIdLayout { counter_bits })
+    }
+
+    /// The bit fields: elfo's constant for the default split, else the same fields with the
+    /// chunk number and counter resized.
+    fn bits(&self) -> BitLayout {
+        if self.counter_bits == TraceId::DEFAULT_COUNTER_BITS {
+            return TraceId::LAYOUT;
+        }
+        let k = self.counter_bits;
+        let fields = vec![
+            FIELDS[0].clone(),
+            FIELDS[1].clone(),
+            BitField::new("chunk_no", k, BOTTOM_BITS - k, FieldRole::Other),
+            BitField::new("counter", 0, k, FieldRole::Other),
+        ];
+        BitLayout::builtin_owned("trace-id", 63, fields, 0, MS_PER_SECOND, true)
+    }
+}
 
 impl LayoutKind for TraceIdLayout {
     fn name(&self) -> &str {
@@ -312,37 +377,42 @@ impl LayoutKind for TraceIdLayout {
         Some(0)
     }
 
+    fn with_counter_bits(&self, counter_bits: u32) -> Option<Result<Arc<dyn LayoutKind>, Error>> {
+        Some(
+            TraceIdLayout::with_counter_bits(counter_bits)
+                .map(|layout| Arc::new(layout) as Arc<dyn LayoutKind>),
+        )
+    }
+
     fn fields(&self) -> Vec<FieldInfo> {
-        TraceId::LAYOUT.field_infos()
+        self.bits().field_infos()
     }
 
     fn segments(&self) -> Option<Vec<Segment>> {
-        Some(TraceId::LAYOUT.diagram())
+        Some(self.bits().diagram())
     }
 
     fn capacity(&self) -> Capacity {
-        // Chunk number and counter together are the sequence: 4,096 × 1,023 per second.
-        let per_second = TraceId::IDS_PER_SECOND;
+        // Chunk number and counter together are the sequence: 4,096 × 1,023 per second with
+        // elfo's split.
+        let per_second = ids_per_second(self.counter_bits);
         Capacity {
             ids_per_tick: per_second,
             ids_per_second_per_generator: per_second,
-            ..TraceId::LAYOUT.capacity()
+            ..self.bits().capacity()
         }
     }
 
     fn encode(&self, values: &mut FieldReader) -> Result<AnyId, Error> {
-        let raw = TraceId::LAYOUT.pack(&TraceId::LAYOUT.read_fields(values)?)?;
+        let bits = self.bits();
+        let raw = bits.pack(&bits.read_fields(values)?)?;
         Ok(AnyId::U64(TraceId::from_raw(raw)?.to_raw()))
     }
 
     fn decode(&self, id: AnyId) -> Result<Vec<(String, FieldValue)>, Error> {
-        let p = TraceId::from_raw(id.u64_for(self.name())?)?.into_parts();
-        Ok(vec![
-            num("timestamp", p.timestamp),
-            num("node_no", p.node_no),
-            num("chunk_no", p.chunk_no),
-            num("counter", p.counter),
-        ])
+        let raw = TraceId::from_raw(id.u64_for(self.name())?)?.to_raw();
+        let bits = self.bits();
+        Ok(bits.fields().iter().map(|field| num(field.name(), field.get(raw))).collect())
     }
 
     fn time_ms(&self, id: AnyId, now_ms: u64) -> Result<Option<u64>, Error> {
@@ -350,7 +420,7 @@ impl LayoutKind for TraceIdLayout {
     }
 
     fn fingerprint(&self) -> String {
-        LayoutKind::fingerprint(&TraceId::LAYOUT)
+        LayoutKind::fingerprint(&self.bits())
     }
 
     fn generator_count(&self) -> u64 {
@@ -368,7 +438,8 @@ impl LayoutKind for TraceIdLayout {
         config: &GeneratorConfig,
     ) -> Result<AnyGenerator, Error> {
         let node_no = values.node("node_no", generator_id, 0)?;
-        Ok(AnyGenerator::from_u64(Generator::from_plan(TraceId::plan(node_no)?, config)?))
+        let plan = TraceId::plan_with(node_no, self.counter_bits)?;
+        Ok(AnyGenerator::from_u64(Generator::from_plan(plan, config)?))
     }
 
     fn order(&self) -> Order {
@@ -586,5 +657,5 @@ impl ChunkedTraceIdGenerator {
 pub(crate) const BUILTIN: Builtin = Builtin {
     name: "trace-id",
     about: "elfo TraceId: 25-bit seconds (wraps every 388 days), 16-bit node, 12-bit chunk, 10-bit counter",
-    make: || std::sync::Arc::new(TraceIdLayout),
+    make: || Arc::new(TraceIdLayout::default()),
 };

@@ -222,6 +222,7 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
             batches: 0,
             encoding: if options.packed { IdEncoding::PackedBe } else { IdEncoding::Unspecified }
                 .into(),
+            shard_key: None,
         };
         read_stream(channel, request, window, increasing)
     })

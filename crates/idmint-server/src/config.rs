@@ -203,6 +203,9 @@ pub struct NamespaceConfig {
     pub custom_layout: Option<LayoutConfig>,
     /// Another epoch in Unix ms, for layouts that take one. Default: the layout's.
     pub epoch_ms: Option<u64>,
+    /// `trace-id` only: the bits of the counter under the chunk number (1..=21). Default:
+    /// elfo's 10. Another width is another layout (its fingerprint differs).
+    pub counter_bits: Option<u32>,
     /// Where the IDs come from. Default: derived from the layout: `counters` for
     /// `decimal-id`, `segment` for `sequence`, `generator` for every other layout (`redis` is
     /// never chosen by default). The other settings below say which sources they apply to.
@@ -260,6 +263,90 @@ pub struct NamespaceConfig {
     /// forms `uuid`, `ulid` and the plain formats still give the bare ID when asked for.
     /// Default: none.
     pub type_prefix: Option<String>,
+    /// The shard keys a request may choose (`shard_key=K`), as `"A..=B"`, for a `hot-guid`
+    /// namespace only; a key outside is refused, and so is a configured `fields.shard_key`
+    /// outside. Default: none, which is every `u32` (`0..=4294967295`).
+    pub shard_keys: Option<ShardKeys>,
+}
+
+/// The shard keys a `hot-guid` namespace takes per request: `first..=last`, written
+/// `"A..=B"` in configuration files.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::ShardKeys;
+///
+/// let keys: ShardKeys = "0..=1023".parse()?;
+/// assert_eq!(keys, ShardKeys { first: 0, last: 1023 });
+/// assert!(keys.contains(1023) && !keys.contains(1024));
+/// assert_eq!(keys.to_string(), "0..=1023");
+/// assert!("5..=4".parse::<ShardKeys>().is_err());
+/// assert!("0..1024".parse::<ShardKeys>().is_err());
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ShardKeys {
+    /// The lowest key allowed.
+    pub first: u32,
+    /// The highest key allowed.
+    pub last: u32,
+}
+
+impl ShardKeys {
+    /// Every `u32`.
+    pub const ALL: ShardKeys = ShardKeys { first: 0, last: u32::MAX };
+
+    /// Whether `key` is allowed.
+    pub fn contains(self, key: u32) -> bool {
+        (self.first..=self.last).contains(&key)
+    }
+}
+
+impl std::fmt::Display for ShardKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..={}", self.first, self.last)
+    }
+}
+
+impl std::str::FromStr for ShardKeys {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "shard_keys must be `A..=B` with whole numbers 0 <= A <= B <= {}, not `{text}`",
+                u32::MAX
+            )
+        };
+        let (first, last) = text.split_once("..=").ok_or_else(bad)?;
+        let number = |part: &str| {
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            part.parse::<u32>().map_err(|_| bad())
+        };
+        let (first, last) = (number(first)?, number(last)?);
+        if first > last {
+            return Err(bad());
+        }
+        Ok(ShardKeys { first, last })
+    }
+}
+
+impl TryFrom<String> for ShardKeys {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl From<ShardKeys> for String {
+    fn from(keys: ShardKeys) -> String {
+        keys.to_string()
+    }
 }
 
 /// A namespace's public IDs: the key file (`idmint keygen`), read when the server starts.
@@ -503,6 +590,7 @@ impl NamespaceConfig {
             layout: "snowflake".to_owned(),
             custom_layout: None,
             epoch_ms: None,
+            counter_bits: None,
             generator_id: None,
             fields: BTreeMap::new(),
             token: None,
@@ -515,6 +603,7 @@ impl NamespaceConfig {
             launch_id: None,
             public_ids: None,
             type_prefix: None,
+            shard_keys: None,
         }
     }
 
@@ -549,10 +638,13 @@ impl NamespaceConfig {
     /// The namespace's layout.
     pub(crate) fn resolve_layout(&self) -> Result<Layout, Error> {
         let bad = |e: idmint_core::Error| Error::Config(format!("namespace `{}`: {e}", self.name));
-        let layout = match &self.custom_layout {
+        let mut layout = match &self.custom_layout {
             Some(custom) => Layout::custom(BitLayout::try_from(custom.clone()).map_err(bad)?),
             None => Layout::builtin(&self.layout).map_err(bad)?,
         };
+        if let Some(bits) = self.counter_bits {
+            layout = layout.with_counter_bits(bits).map_err(bad)?;
+        }
         match self.epoch_ms {
             Some(epoch) => layout.with_epoch(epoch).map_err(bad),
             None => Ok(layout),
@@ -740,6 +832,7 @@ impl ServerConfig {
                 _ => layout.generator_count(),
             };
             check_source(ns, &layout, self.max_batch)?;
+            check_shard_keys(ns, &layout)?;
             if let Some(pool) = ns.generator_pool {
                 let count = claimable;
                 if pool == 0 || pool > count {
@@ -823,6 +916,32 @@ impl ServerConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// Checks `shard_keys`: only for a layout with a shard key, and holding the configured one.
+fn check_shard_keys(ns: &NamespaceConfig, layout: &Layout) -> Result<(), Error> {
+    let Some(keys) = ns.shard_keys else { return Ok(()) };
+    let bad = |msg: String| Err(Error::Config(format!("namespace `{}`: {msg}", ns.name)));
+    if !layout.takes_shard_key() {
+        return bad(format!(
+            "shard_keys applies to layout `hot-guid` only, not `{}` (its ids carry no shard key)",
+            layout.name()
+        ));
+    }
+    let configured = match ns.fields.get("shard_key") {
+        Some(FieldSetting::Number(key)) => *key,
+        // Checked as the generator is made, with the layout's message.
+        Some(FieldSetting::Text(_)) => return Ok(()),
+        None => 0,
+    };
+    if u32::try_from(configured).is_ok_and(|key| keys.contains(key)) {
+        Ok(())
+    } else {
+        bad(format!(
+            "the shard key of requests without one (fields.shard_key, default 0) is {configured}, \
+             outside shard_keys {keys}"
+        ))
     }
 }
 

@@ -508,7 +508,8 @@ impl IdMint for IdMintService {
         let result = async {
             let (ns, form) = self.next(&request)?;
             let mut ids: Vec<AnyId> = Vec::with_capacity(1);
-            self.server.issue_into(ns, 1, &mut ids).await?;
+            let shard_key = request.get_ref().shard_key;
+            self.server.issue_keyed_into(ns, 1, shard_key, &mut ids).await?;
             let id = ids.pop().ok_or(Error::ShuttingDown)?;
             let text = form.write(id)?;
             let id = match id {
@@ -526,6 +527,7 @@ impl IdMint for IdMintService {
             let message = request.get_ref();
             let ns = authorized(&self.server, &message.namespace, request.metadata())?;
             let packed = packed(message.encoding)?;
+            let shape = Shape { size: message.count, packed, shard_key: message.shard_key };
             if let Some(form) = &message.format {
                 if packed {
                     return Err(Error::BadRequest(
@@ -533,9 +535,9 @@ impl IdMint for IdMintService {
                     ));
                 }
                 let text = ns.text(Some(parse_form(form)?))?;
-                return issue_texts(&self.server, ns, message.count, &text).await;
+                return issue_texts(&self.server, ns, shape, &text).await;
             }
-            issue_batch(&self.server, ns, message.count, packed).await
+            issue_batch(&self.server, ns, shape).await
         }
         .await;
         self.answer(result)
@@ -555,7 +557,11 @@ impl IdMint for IdMintService {
             }
             let size = message.batch_size.min(self.server.config().max_batch);
             let packed = packed(message.encoding)?;
-            Ok((Arc::clone(ns), Shape { size, packed }, message.batches))
+            if let Some(key) = message.shard_key {
+                ns.check_shard_key(key)?;
+            }
+            let shape = Shape { size, packed, shard_key: message.shard_key };
+            Ok((Arc::clone(ns), shape, message.batches))
         })();
         let (ns, shape, batches) = match started {
             Ok(started) => started,
@@ -624,7 +630,7 @@ async fn produce(
             biased;
             () = tx.closed() => break Err(None),
             () = shutdown.cancelled() => break Err(Some(Error::ShuttingDown)),
-            issued = issue_batch(&server, &ns, shape.size, shape.packed) => issued,
+            issued = issue_batch(&server, &ns, shape) => issued,
         };
         match issued {
             Ok(batch) => {
@@ -647,11 +653,13 @@ async fn produce(
     }
 }
 
-/// The messages of one `Stream` call: IDs per message, and whether they are packed.
+/// The messages of one call: IDs per message, whether they are packed, and the shard key
+/// the request chose.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
     size: u64,
     packed: bool,
+    shard_key: Option<u32>,
 }
 
 /// Whether a request's `encoding` asks for packed bytes; an encoding this server does not
@@ -669,19 +677,15 @@ fn packed(encoding: i32) -> Result<bool, Error> {
 /// 64-bit IDs straight into the repeated field (8 bytes per ID, no `AnyId` in between),
 /// 128-bit ones as 16 big-endian bytes each in `ids128`, both through the bulk drains of
 /// `AnyBatch`.
-async fn issue_batch(
-    server: &Server,
-    ns: &Namespace,
-    count: u64,
-    packed: bool,
-) -> Result<IdBatch, Error> {
+async fn issue_batch(server: &Server, ns: &Namespace, shape: Shape) -> Result<IdBatch, Error> {
+    let Shape { size: count, packed, shard_key } = shape;
     if !packed && ns.layout.id_bits() == 64 {
         let mut ids = Vec::new();
-        server.issue_into(ns, count, &mut ids).await?;
+        server.issue_keyed_into(ns, count, shard_key, &mut ids).await?;
         return Ok(IdBatch { ids, ..IdBatch::default() });
     }
     let mut ids = BeBytes::new(ns.layout.id_bits());
-    server.issue_into(ns, count, &mut ids).await?;
+    server.issue_keyed_into(ns, count, shard_key, &mut ids).await?;
     if packed {
         let width = u32::try_from(ids.width()).unwrap_or(8);
         return Ok(IdBatch::from_packed_be(ids.bytes, width));
@@ -690,15 +694,15 @@ async fn issue_batch(
     Ok(IdBatch { ids128: ids.bytes, ..IdBatch::default() })
 }
 
-/// `count` IDs as text in `text` (`BatchRequest.format`), in `IdBatch.texts`.
+/// `shape.size` IDs as text in `text` (`BatchRequest.format`), in `IdBatch.texts`.
 async fn issue_texts(
     server: &Server,
     ns: &Namespace,
-    count: u64,
+    shape: Shape,
     text: &IdText,
 ) -> Result<IdBatch, Error> {
     let mut ids: Vec<AnyId> = Vec::new();
-    server.issue_into(ns, count, &mut ids).await?;
+    server.issue_keyed_into(ns, shape.size, shape.shard_key, &mut ids).await?;
     let texts = ids.into_iter().map(|id| text.write(id)).collect::<Result<_, _>>()?;
     Ok(IdBatch { texts, ..IdBatch::default() })
 }

@@ -172,6 +172,8 @@ pub(crate) struct Params {
     count: Option<u64>,
     format: Option<IdForm>,
     numbers: bool,
+    /// The shard key of a `hot-guid` namespace's IDs, for this call.
+    shard_key: Option<u32>,
 }
 
 impl Params {
@@ -205,6 +207,7 @@ impl Params {
                             .map_err(|e: idmint_core::Error| Error::BadRequest(e.to_string()))?,
                     )
                 }
+                "shard_key" => params.shard_key = Some(parse_shard_key(value)?),
                 "numbers" => {
                     params.numbers = match value {
                         "true" => true,
@@ -221,6 +224,19 @@ impl Params {
         }
         Ok(params)
     }
+}
+
+/// A shard key: digits only, a whole number that fits a `u32`; never masked. Whether the
+/// namespace takes it is checked where IDs are issued (`Namespace::check_shard_key`).
+fn parse_shard_key(text: &str) -> Result<u32, Error> {
+    let digits = !text.is_empty() && text.len() <= 10 && text.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| text.parse::<u32>().ok()).flatten().ok_or_else(|| {
+        Error::BadRequest(format!(
+            "`shard_key` must be a whole number from 0 to {}, not `{}`",
+            u32::MAX,
+            text.chars().take(32).collect::<String>()
+        ))
+    })
 }
 
 /// A batch size: digits only, a whole number that fits a `u64`. Its range (1..=max) is
@@ -304,11 +320,14 @@ async fn next(
     headers: HeaderMap,
 ) -> Result<Response, Error> {
     let ns = authorized(&server, &namespace, &headers)?;
-    let params =
-        Params::parse(query.as_deref(), &["format", "numbers"], server.config().max_batch)?;
+    let params = Params::parse(
+        query.as_deref(),
+        &["format", "numbers", "shard_key"],
+        server.config().max_batch,
+    )?;
     let (text, numbers) = output(ns, &params)?;
     let mut ids: Vec<AnyId> = Vec::with_capacity(1);
-    server.issue_into(ns, 1, &mut ids).await?;
+    server.issue_keyed_into(ns, 1, params.shard_key, &mut ids).await?;
     let id = ids.pop().ok_or_else(|| Error::NotReady(ns.name.clone()))?;
     let mut body = String::with_capacity(80);
     body.push_str(r#"{"namespace":""#);
@@ -330,7 +349,7 @@ async fn batch(
     let ns = authorized(&server, &namespace, &headers)?;
     let params = Params::parse(
         query.as_deref(),
-        &["count", "format", "numbers"],
+        &["count", "format", "numbers", "shard_key"],
         server.config().max_batch,
     )?;
     let count = params.count.ok_or_else(|| Error::BadRequest("`count` is required".into()))?;
@@ -438,6 +457,8 @@ pub(crate) struct BatchBody {
     format: Option<String>,
     #[serde(default)]
     numbers: bool,
+    #[serde(default, deserialize_with = "some_shard_key")]
+    shard_key: Option<u32>,
 }
 
 /// A whole number as JSON Schema defines one: `316` or `316.0` (a number whose fraction is
@@ -452,6 +473,18 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error>
         Some(f) if f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f) => Ok(f as u64),
         _ => Err(serde::de::Error::custom(format!("`count` must be a whole number, not {number}"))),
     }
+}
+
+/// A shard key that must be there if its key is: a whole number that fits a `u32`; `null`,
+/// a string or a number out of range is refused, never masked.
+fn some_shard_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let number = serde_json::Number::deserialize(d)?;
+    number.as_u64().and_then(|n| u32::try_from(n).ok()).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "`shard_key` must be a whole number from 0 to {}, not {number}",
+            u32::MAX
+        ))
+    })
 }
 
 /// A string that must be there if its key is: `null` is refused.
@@ -511,7 +544,12 @@ async fn batch_post(
         .format
         .map(|f| f.parse::<IdForm>().map_err(|e| Error::BadRequest(e.to_string())))
         .transpose()?;
-    let params = Params { count: Some(body.count), format, numbers: body.numbers };
+    let params = Params {
+        count: Some(body.count),
+        format,
+        numbers: body.numbers,
+        shard_key: body.shard_key,
+    };
     let media = batch_media(&headers)?;
     batch_response(&server, ns, body.count, &params, media).await
 }
@@ -530,7 +568,7 @@ async fn batch_response(
     let (text, numbers) = output(ns, params)?;
     if media == BatchMedia::OctetStream {
         let mut ids = BeBytes::new(ns.layout.id_bits());
-        server.issue_into(ns, count, &mut ids).await?;
+        server.issue_keyed_into(ns, count, params.shard_key, &mut ids).await?;
         let issued = Issued(ids.len());
         let width = ids.width();
         let mut response = (
@@ -549,7 +587,7 @@ async fn batch_response(
         return Ok(response);
     }
     let mut ids = Vec::new();
-    server.issue_into(ns, count, &mut ids).await?;
+    server.issue_keyed_into(ns, count, params.shard_key, &mut ids).await?;
     let issued = Issued(ids.len());
     // Written by hand: a 100,000-ID body is built in one buffer, without a String per ID.
     let mut body =
@@ -641,6 +679,32 @@ async fn decode_default(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Digits only, a `u32`, never masked.
+    #[test]
+    fn shard_keys_are_parsed_strictly() {
+        let check = |text: &str, want: Option<u32>| {
+            assert_eq!(parse_shard_key(text).ok(), want, "{text:?}");
+        };
+        check("0", Some(0));
+        check("1023", Some(1023));
+        check("4294967295", Some(u32::MAX));
+        check("0004294967295", None);
+        check("4294967296", None);
+        check("99999999999", None);
+        check("-1", None);
+        check("+1", None);
+        check("1e3", None);
+        check("0x10", None);
+        check(" 1", None);
+        check("", None);
+        let err = parse_shard_key("4294967296").unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert_eq!(
+            err.to_string(),
+            "`shard_key` must be a whole number from 0 to 4294967295, not `4294967296`"
+        );
+    }
 
     /// Digits only, a `u64`; the range is `Server::issue_into`'s (`issuer::check_count`).
     #[test]

@@ -82,6 +82,20 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
         ids: &'a mut dyn IdSink,
     ) -> BoxFuture<'a, Result<(), Error>>;
 
+    /// As [`issue_into`](Self::issue_into), every ID with `shard_key` in place of the
+    /// namespace's own (a layout whose IDs carry one: `hot-guid`, from a generator). Other
+    /// issuers refuse it; the namespace checks the layout first.
+    fn issue_keyed_into<'a>(
+        &'a self,
+        _clocks: &'a Clocks,
+        _count: u64,
+        _shard_key: u32,
+        _max_wait_ms: u64,
+        _ids: &'a mut dyn IdSink,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async { Err(Error::BadRequest("this source takes no shard key".into())) })
+    }
+
     /// Stops issuing; persists and releases what needs it.
     fn deactivate<'a>(
         &'a self,

@@ -89,7 +89,7 @@ pub use crate::{
     clock::{OffsetClock, WallClock},
     config::{
         DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig,
-        PublicIdsSettings, SegmentSettings, ServerConfig, Source,
+        PublicIdsSettings, SegmentSettings, ServerConfig, ShardKeys, Source,
     },
     error::Error,
     namespace::load_public_id_keys,
@@ -101,14 +101,15 @@ pub use crate::{
 /// HTTP API's outside input. Not part of the API: no stability promise.
 #[doc(hidden)]
 pub mod fuzzing {
-    /// Parses a query string as the ID routes do (`count`, `format`, `numbers`, each at most
-    /// once, nothing else), with `max_batch` 100,000.
+    /// Parses a query string as the ID routes do (`count`, `format`, `numbers`, `shard_key`,
+    /// each at most once, nothing else), with `max_batch` 100,000.
     ///
     /// # Errors
     ///
     /// [`crate::Error::BadRequest`] for anything the routes refuse.
     pub fn parse_query(query: &str) -> Result<(), crate::Error> {
-        crate::http::Params::parse(Some(query), &["count", "format", "numbers"], 100_000).map(drop)
+        let allowed = ["count", "format", "numbers", "shard_key"];
+        crate::http::Params::parse(Some(query), &allowed, 100_000).map(drop)
     }
 
     /// Parses the body of `POST /v1/batch`.

@@ -9,7 +9,7 @@ use idmint_core::{AnyId, IdForm, IdText, Layout, Order, PublicIds, TypePrefix};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Backends, Error, NamespaceConfig, ServerConfig, Source,
+    Backends, Error, NamespaceConfig, ServerConfig, ShardKeys, Source,
     clock::Clocks,
     issuer::{
         IdSink, Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis,
@@ -206,15 +206,25 @@ impl Namespace {
     /// shape (JSON, bare `u64`s, big-endian bytes) comes through here, and each call is
     /// counted once (a request, and a batch when it asked for more than one ID). An ID that
     /// needs the key-version bits ends the batch: the layout has run out under them.
+    ///
+    /// `shard_key` (checked by [`check_shard_key`](Self::check_shard_key)) replaces the
+    /// configured shard key of a `hot-guid` namespace for this call.
     pub(crate) async fn issue_into(
         &self,
         clocks: &Clocks,
         count: u64,
+        shard_key: Option<u32>,
         max_wait_ms: u64,
         sink: &mut dyn IdSink,
     ) -> Result<(), Error> {
         let start = sink.len();
-        self.issuer.issue_into(clocks, count, max_wait_ms, sink).await?;
+        match shard_key {
+            None => self.issuer.issue_into(clocks, count, max_wait_ms, sink).await?,
+            Some(key) => {
+                let key = self.check_shard_key(key)?;
+                self.issuer.issue_keyed_into(clocks, count, key, max_wait_ms, sink).await?;
+            }
+        }
         if let Some(public) = &self.public {
             sink.publish_from(start, &mut |id| {
                 public.obfuscate(id).map_err(|e| self.public_exhausted(e))
@@ -222,6 +232,34 @@ impl Namespace {
         }
         self.count_call(count);
         Ok(())
+    }
+
+    /// The shard keys a request may choose: `None` unless the layout's IDs carry one.
+    pub(crate) fn shard_keys(&self) -> Option<ShardKeys> {
+        self.layout
+            .takes_shard_key()
+            .then(|| self.shared.config.shard_keys.unwrap_or(ShardKeys::ALL))
+    }
+
+    /// A shard key a request chose: refused unless the layout's IDs carry one (`hot-guid`)
+    /// and the key is inside the namespace's `shard_keys`.
+    pub(crate) fn check_shard_key(&self, key: u32) -> Result<u32, Error> {
+        if !self.layout.takes_shard_key() {
+            return Err(Error::BadRequest(format!(
+                "`shard_key` applies to hot-guid namespaces only; namespace `{}` uses layout \
+                 `{}`, whose ids carry no shard key",
+                self.name,
+                self.layout.name()
+            )));
+        }
+        let keys = self.shard_keys().unwrap_or(ShardKeys::ALL);
+        if !keys.contains(key) {
+            return Err(Error::BadRequest(format!(
+                "`shard_key` {key} is outside the shard keys of namespace `{}` ({keys})",
+                self.name
+            )));
+        }
+        Ok(key)
     }
 
     /// Counts one call of `count` IDs: a request, and a batch when it asked for more than one.

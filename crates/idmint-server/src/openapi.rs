@@ -4,9 +4,10 @@
 //! (`/v1/namespaces/<name>/...`), whose `format` lists only the formats that hold its IDs,
 //! whose `numbers` is `false` only unless its layout is JavaScript-safe, whose `count` stops
 //! at `max_batch`, whose IDs in JSON answers match the exact pattern of each form it can write
-//! (a UUIDv7's version and variant, a ULID's first character, a TypeID's prefix), and whose
-//! security is the bearer token exactly when it has one; the default routes (`/v1/next`, ...)
-//! are made exact for the default namespace.
+//! (a UUIDv7's version and variant, a ULID's first character, a TypeID's prefix), whose
+//! `shard_key` is declared only for a `hot-guid` namespace and within its `shard_keys`, and
+//! whose security is the bearer token exactly when it has one; the default routes
+//! (`/v1/next`, ...) are made exact for the default namespace.
 
 use idmint_core::{Format, IdForm, IdText};
 use serde_json::{Value, json};
@@ -86,14 +87,23 @@ fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Valu
     } else {
         json!({"type": "boolean", "enum": [false], "description": "Always false: this namespace's IDs do not fit a JavaScript number."})
     };
+    let shard_keys = ns.shard_keys();
     for operation in operations.values_mut() {
         if let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) {
-            parameters.retain(|p| p["name"] != "namespace");
+            parameters.retain(|p| {
+                p["name"] != "namespace" && (shard_keys.is_some() || p["name"] != "shard_key")
+            });
             for parameter in parameters {
                 match parameter["name"].as_str() {
                     Some("format") => parameter["schema"]["enum"] = json!(formats),
                     Some("numbers") => parameter["schema"] = numbers.clone(),
                     Some("count") => parameter["schema"]["maximum"] = json!(max_batch),
+                    Some("shard_key") => {
+                        if let Some(keys) = shard_keys {
+                            parameter["schema"]["minimum"] = json!(keys.first);
+                            parameter["schema"]["maximum"] = json!(keys.last);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -103,6 +113,16 @@ fn exact(item: &mut Value, ns: &Namespace, max_batch: u64, request_schema: &Valu
             schema["properties"]["count"]["maximum"] = json!(max_batch);
             schema["properties"]["format"]["enum"] = json!(formats);
             schema["properties"]["numbers"] = numbers.clone();
+            match (shard_keys, schema["properties"].as_object_mut()) {
+                (Some(keys), _) => {
+                    schema["properties"]["shard_key"]["minimum"] = json!(keys.first);
+                    schema["properties"]["shard_key"]["maximum"] = json!(keys.last);
+                }
+                (None, Some(properties)) => {
+                    properties.remove("shard_key");
+                }
+                (None, None) => {}
+            }
             operation["requestBody"]["content"]["application/json"]["schema"] = schema;
         }
         // The IDs of JSON answers, in every form the namespace can write.
@@ -193,7 +213,11 @@ mod tests {
                     token: Some("t".into()),
                     ..NamespaceConfig::named("web")
                 },
-                NamespaceConfig { layout: "hot-guid".into(), ..NamespaceConfig::named("guid") },
+                NamespaceConfig {
+                    layout: "hot-guid".into(),
+                    shard_keys: Some(crate::ShardKeys { first: 0, last: 1023 }),
+                    ..NamespaceConfig::named("guid")
+                },
             ],
             ..ServerConfig::default()
         };
@@ -214,6 +238,28 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(param("/v1/namespaces/default/batch", "count")["schema"]["maximum"], 500);
+        // `shard_key`: hot-guid only, within the namespace's `shard_keys`.
+        let has = |path: &str, name: &str| {
+            paths[path]["get"]["parameters"].as_array().unwrap().iter().any(|p| p["name"] == name)
+        };
+        for path in
+            ["/v1/next", "/v1/batch", "/v1/namespaces/web/next", "/v1/namespaces/default/batch"]
+        {
+            assert!(!has(path, "shard_key"), "{path}");
+        }
+        for path in ["/v1/namespaces/guid/next", "/v1/namespaces/guid/batch"] {
+            let schema = param(path, "shard_key")["schema"].clone();
+            assert_eq!(
+                (schema["minimum"].clone(), schema["maximum"].clone()),
+                (0.into(), 1023.into())
+            );
+        }
+        let body = |path: &str| {
+            paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+                .clone()
+        };
+        assert_eq!(body("/v1/namespaces/guid/batch")["shard_key"]["maximum"], 1023);
+        assert!(body("/v1/batch").get("shard_key").is_none());
         assert_eq!(param("/v1/batch", "numbers")["schema"]["enum"], serde_json::json!([false]));
         assert!(param("/v1/namespaces/web/next", "numbers")["schema"].get("enum").is_none());
         let formats = param("/v1/next", "format")["schema"]["enum"].clone();

@@ -325,6 +325,18 @@ impl Server {
         count: u64,
         sink: &mut dyn issuer::IdSink,
     ) -> Result<(), Error> {
+        self.issue_keyed_into(ns, count, None, sink).await
+    }
+
+    /// [`issue_into`](Self::issue_into) with a shard key chosen by the request (`shard_key`,
+    /// a `hot-guid` namespace only, inside its `shard_keys`); `None` is the namespace's own.
+    pub(crate) async fn issue_keyed_into(
+        &self,
+        ns: &Namespace,
+        count: u64,
+        shard_key: Option<u32>,
+        sink: &mut dyn issuer::IdSink,
+    ) -> Result<(), Error> {
         let count = issuer::check_count(count, self.config.max_batch)?;
         if !sink.holds(ns.layout.id_bits()) {
             return Err(Error::BadRequest(format!(
@@ -333,7 +345,7 @@ impl Server {
                 ns.layout.id_bits()
             )));
         }
-        ns.issue_into(&self.clocks, count, self.config.max_wait_ms, sink).await
+        ns.issue_into(&self.clocks, count, shard_key, self.config.max_wait_ms, sink).await
     }
 
     /// The layout of a namespace.

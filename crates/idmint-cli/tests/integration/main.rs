@@ -22,4 +22,5 @@ mod fleet_postgres;
 mod formats;
 mod public_ids;
 mod serve;
+mod trace_split;
 mod web;

@@ -9,6 +9,7 @@
 //! | `retries` | 503 then healthy is retried; 4xx is not; out-of-order batches are refused |
 //! | `timeouts` | an endpoint that accepts but never answers is left within the timeout |
 //! | `prefetch` | `next()` is served from memory; unique, ordered IDs; `batch`, `close` |
+//! | `shard_keys` | `next_with_shard_key` and `batch_with_shard_key`: the key in every ID, refusals not retried |
 //! | `blocking` | the blocking facade from a plain thread |
 //! | `builder` | settings are checked |
 //! | `tls` | `https://` through a TLS front, with a private root; refused without it (feature `rustls`) |
@@ -20,6 +21,7 @@ mod builder;
 mod failover;
 mod prefetch;
 mod retries;
+mod shard_keys;
 mod support;
 mod timeouts;
 #[cfg(feature = "rustls")]

@@ -10,6 +10,8 @@
 //! | `no_panic` | parsing and decoding arbitrary input never panics (proptest) |
 //! | `generator` | the generator's rules under a manual clock: order, exhaustion, marks, threads |
 //! | `upstream` | the documented behaviour of elfo, LableOrg, go-flakeid and DecimalId |
+//! | `shard_keys` | HotGuid shard keys per call: 1,000,000 IDs over 1,000 keys from 4 threads, and the mutations the checker must catch |
+//! | `trace_split` | `trace-id`'s chunk/counter split as a parameter: elfo's by default, every split's capacity, order and round trips |
 //! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
 //! | `uuid7_conformance` | `uuid7` against the `uuid` and `ulid` crates and the TypeID specification's own cases; text round trips (proptest) |
@@ -25,7 +27,9 @@ mod kinds;
 mod layouts;
 mod no_panic;
 mod public_ids;
+mod shard_keys;
 mod tidy;
+mod trace_split;
 mod upstream;
 mod upstream_edges;
 mod uuid7_conformance;

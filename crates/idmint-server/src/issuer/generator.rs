@@ -320,10 +320,14 @@ impl GeneratorIssuer {
     /// from one lane, so that they are increasing. Calls take turns over the lanes; a call
     /// that has no ID yet moves on to the next lane when its lane's tick is used up (or the
     /// lane holds no claim), and waits only when every lane is in that state.
+    ///
+    /// With `shard_key`, every ID carries it in place of the generator's own; the IDs come
+    /// from the lane's one sequence either way.
     async fn issue(
         &self,
         clocks: &Clocks,
         count: u64,
+        shard_key: Option<u32>,
         max_wait_ms: u64,
         ids: &mut dyn IdSink,
     ) -> Result<(), Error> {
@@ -347,7 +351,12 @@ impl GeneratorIssuer {
                 return Err(Error::NotReady(self.ns.name.clone()));
             };
             let now = active.now(clocks, &self.ns.metrics);
-            match active.generator.next_batch(now, count - issued(ids)) {
+            let want = count - issued(ids);
+            let reserved = match shard_key {
+                None => active.generator.next_batch(now, want),
+                Some(key) => active.generator.next_batch_with_shard_key(now, want, key),
+            };
+            match reserved {
                 Ok(Next::Ready(batch)) => ids.take(batch),
                 Ok(Next::Wait { until_ms }) => {
                     if may_move {
@@ -477,7 +486,18 @@ impl Issuer for GeneratorIssuer {
         max_wait_ms: u64,
         ids: &'a mut dyn IdSink,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.issue(clocks, count, max_wait_ms, ids))
+        Box::pin(self.issue(clocks, count, None, max_wait_ms, ids))
+    }
+
+    fn issue_keyed_into<'a>(
+        &'a self,
+        clocks: &'a Clocks,
+        count: u64,
+        shard_key: u32,
+        max_wait_ms: u64,
+        ids: &'a mut dyn IdSink,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.issue(clocks, count, Some(shard_key), max_wait_ms, ids))
     }
 
     fn deactivate<'a>(

@@ -442,17 +442,7 @@ fn decoding_random_text_in_any_layout_and_format_never_fails_the_server() {
     let server = start();
     let addr = server.addr;
     let layouts: Vec<String> = Layout::builtins().iter().map(|(l, _)| (*l).to_owned()).collect();
-    let formats = vec![
-        "decimal",
-        "hex",
-        "binary",
-        "base64le",
-        "base64url",
-        "base32",
-        "base62",
-        "uuid",
-        "bytes",
-    ];
+    let formats = idmint_core::Format::NAMES.to_vec();
     let id_text = prop_oneof![
         "[0-9]{1,40}",
         "[0-9a-fA-F]{16}",

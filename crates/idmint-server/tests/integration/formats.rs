@@ -526,6 +526,7 @@ fn grpc_takes_the_same_forms() {
         let next = |ns: &str, format: Option<&str>| NextRequest {
             namespace: ns.into(),
             format: format.map(Into::into),
+            shard_key: None,
         };
         let text = client.next(next("users", None)).await.unwrap().into_inner().text;
         let user = Form::TypeId("user").read(&text).unwrap_or_else(|| panic!("`{text}`"));
@@ -538,6 +539,7 @@ fn grpc_takes_the_same_forms() {
             count: 20,
             encoding: encoding.into(),
             format: format.map(Into::into),
+            shard_key: None,
         };
         let texts = client
             .batch(batch("users", Some("typeid"), IdEncoding::Unspecified))

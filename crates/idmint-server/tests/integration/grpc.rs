@@ -159,7 +159,11 @@ async fn every_call_answers() {
     // Next: the default namespace (empty name), binary and text agree.
     let next = within(
         "next",
-        client.next(NextRequest { namespace: String::new(), format: Some("hex".into()) }),
+        client.next(NextRequest {
+            namespace: String::new(),
+            format: Some("hex".into()),
+            shard_key: None,
+        }),
     )
     .await
     .unwrap()
@@ -223,11 +227,13 @@ async fn every_call_answers() {
     assert_eq!(hex.id, decoded.id);
 
     // 128-bit: 16 big-endian bytes per ID.
-    let next =
-        within("next guid", client.next(NextRequest { namespace: "guid".into(), format: None }))
-            .await
-            .unwrap()
-            .into_inner();
+    let next = within(
+        "next guid",
+        client.next(NextRequest { namespace: "guid".into(), format: None, shard_key: None }),
+    )
+    .await
+    .unwrap()
+    .into_inner();
     let guid = next.id_u128().expect("a 128-bit id");
     assert_eq!(next.id_u64(), None);
     let batch = within(
@@ -444,14 +450,22 @@ async fn bad_input_gets_the_right_status() {
         (
             Case { what: "unknown format", code: Code::InvalidArgument, error: "bad_request" },
             client
-                .next(NextRequest { namespace: String::new(), format: Some("roman".into()) })
+                .next(NextRequest {
+                    namespace: String::new(),
+                    format: Some("roman".into()),
+                    shard_key: None,
+                })
                 .await
                 .map(drop),
         ),
         (
             Case { what: "format too wide", code: Code::InvalidArgument, error: "bad_request" },
             client
-                .next(NextRequest { namespace: String::new(), format: Some("uuid".into()) })
+                .next(NextRequest {
+                    namespace: String::new(),
+                    format: Some("uuid".into()),
+                    shard_key: None,
+                })
                 .await
                 .map(drop),
         ),
@@ -459,7 +473,7 @@ async fn bad_input_gets_the_right_status() {
             Case { what: "next, wrong token", code: Code::PermissionDenied, error: "forbidden" },
             client
                 .next(with_token(
-                    NextRequest { namespace: "secret".into(), format: None },
+                    NextRequest { namespace: "secret".into(), format: None, shard_key: None },
                     Some("x"),
                 ))
                 .await
@@ -854,6 +868,7 @@ async fn packed_and_repeated_batches_carry_the_same_ids() {
             count,
             encoding: encoding.into(),
             format: None,
+            shard_key: None,
         };
         let batch = within(&what, client.batch(request)).await.unwrap().into_inner();
         assert_eq!(batch.len(), count as usize, "{what}");
@@ -872,6 +887,7 @@ async fn packed_and_repeated_batches_carry_the_same_ids() {
             batch_size: 4096,
             batches: 5,
             encoding: encoding.into(),
+            shard_key: None,
         };
         let mut stream = within(&what, client.stream(request)).await.unwrap().into_inner();
         let (batches, status) = drain_stream(&mut stream).await;
@@ -885,7 +901,13 @@ async fn packed_and_repeated_batches_carry_the_same_ids() {
         }
     }
     // An encoding this server does not know is refused, not answered in another form.
-    let request = BatchRequest { namespace: String::new(), count: 3, encoding: 7, format: None };
+    let request = BatchRequest {
+        namespace: String::new(),
+        count: 3,
+        encoding: 7,
+        format: None,
+        shard_key: None,
+    };
     let status = within("unknown encoding", client.batch(request)).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     let request = StreamRequest { batch_size: 3, batches: 1, encoding: -1, ..Default::default() };
@@ -941,6 +963,7 @@ async fn packed_batches_carry_public_ids() {
         count: 200,
         encoding: IdEncoding::PackedBe.into(),
         format: None,
+        shard_key: None,
     };
     let batch =
         within("batch", client.batch(with_token(request, Some(TOKEN)))).await.unwrap().into_inner();
