@@ -286,3 +286,49 @@ pub async fn invalid_requests_are_refused(handles: Handles<'_>) {
         other => panic!("an empty pool must be refused, got {other:?}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Claim, MemoryCoordinator};
+
+    /// A broken backend for the negative control: a memory coordinator that reads a stride
+    /// as a pool of as many IDs from 0, as a backend that knew only pools would.
+    #[derive(Debug, Clone, Default)]
+    struct StrideBlind(MemoryCoordinator);
+
+    #[async_trait::async_trait]
+    impl Coordinator for StrideBlind {
+        fn name(&self) -> &'static str {
+            "stride-blind"
+        }
+
+        async fn claim(&self, request: &ClaimRequest) -> Result<Claim, Error> {
+            let mut request = request.clone();
+            if let GeneratorIds::Stride { count, .. } = request.generator_ids {
+                request.generator_ids = GeneratorIds::Pool { count };
+            }
+            self.0.claim(&request).await
+        }
+
+        async fn store_mark(&self, claim: &Claim, mark_ms: u64) -> Result<(), Error> {
+            self.0.store_mark(claim, mark_ms).await
+        }
+
+        async fn release(&self, claim: &Claim) -> Result<(), Error> {
+            self.0.release(claim).await
+        }
+    }
+
+    /// Negative control: a backend that claims outside the stride is caught by the stride
+    /// rule, and passes the pool rule (the control fails for the stride, not the shim).
+    #[tokio::test]
+    async fn a_backend_blind_to_strides_is_caught() {
+        let store = StrideBlind::default();
+        let handles: &'static (dyn Fn() -> Arc<dyn Coordinator> + Sync) =
+            Box::leak(Box::new(move || Arc::new(store.clone()) as Arc<dyn Coordinator>));
+        let message = panic_message(stride_claims_stay_in_their_stride(handles)).await;
+        assert!(message.contains("stride claims take its lowest free id"), "{message}");
+        pool_claims_are_distinct_and_never_wrap(handles).await;
+    }
+}

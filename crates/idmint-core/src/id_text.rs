@@ -45,7 +45,7 @@ impl IdForm {
     /// ```
     /// assert!(idmint_core::IdForm::NAMES.contains(&"typeid"));
     /// ```
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "decimal",
         "hex",
         "binary",
@@ -55,6 +55,7 @@ impl IdForm {
         "base62",
         "uuid",
         "bytes",
+        "sqlguid-bytes",
         "ulid",
         "typeid",
     ];

@@ -238,22 +238,6 @@ fn unavailable(reason: &str) -> Error {
     Error::Unavailable { backend: "sim-etcd", reason: reason.to_owned() }
 }
 
-fn check_request(request: &ClaimRequest) -> Result<(), Error> {
-    let ns = &request.namespace;
-    let ok = !ns.is_empty()
-        && ns.len() <= 64
-        && ns
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if !ok {
-        return Err(Error::InvalidRequest(format!("namespace `{ns}` is not a valid name")));
-    }
-    if let GeneratorIds::Pool { count: 0 } = request.generator_ids {
-        return Err(Error::InvalidRequest("a generator-ID pool must not be empty".into()));
-    }
-    Ok(())
-}
-
 impl SimCoordinator {
     /// This client's process number (distinct per connection).
     pub fn process(&self) -> u64 {
@@ -385,7 +369,7 @@ impl Coordinator for SimCoordinator {
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Claim, Error> {
-        check_request(request)?;
+        request.check()?;
         let ttl = self.etcd.options.lease_ttl;
         let req = request.clone();
         let taken = self

@@ -124,6 +124,22 @@ fn some_ids(server: &Server) -> Result<Vec<u64>, String> {
 /// must be: a missing or second WARN line, a line with the wrong size, a metric that did not
 /// move, a refused request. `None` when libfaketime is not installed (outside CI).
 fn check(faked: Faked, extra: &[&str]) -> Option<Result<Vec<Phase>, String>> {
+    let faked_serve = serve_faked(faked, "+0", extra)?;
+    Some(run_steps(&faked_serve.server, faked, &faked_serve.time_file))
+}
+
+/// An `idmint serve` under libfaketime, and the time file that sets its offset.
+struct FakedServe {
+    server: Server,
+    time_file: std::path::PathBuf,
+    /// Holds the time file and the data directory.
+    _dir: tempfile::TempDir,
+}
+
+/// `idmint serve <extra>` on free ports with its own data directory, under libfaketime
+/// (`faked`) at `offset` (the time file's first line), ready. `None` when libfaketime is not
+/// installed (outside CI).
+fn serve_faked(faked: Faked, offset: &str, extra: &[&str]) -> Option<FakedServe> {
     let Some(lib) = libfaketime() else {
         let hint = "install Debian's `faketime` package (scripts/test-all does)";
         let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -133,7 +149,7 @@ fn check(faked: Faked, extra: &[&str]) -> Option<Result<Vec<Phase>, String>> {
     };
     let dir = tempfile::tempdir().expect("temporary directory");
     let time_file = dir.path().join("faketime");
-    set_offset(&time_file, "+0");
+    set_offset(&time_file, offset);
     let lib = lib.to_string_lossy().into_owned();
     let file = time_file.to_string_lossy().into_owned();
     let mut env = vec![
@@ -156,7 +172,7 @@ fn check(faked: Faked, extra: &[&str]) -> Option<Result<Vec<Phase>, String>> {
     let server = Server::adopt("idmint serve", child, Duration::from_secs(10));
     let ready = poll(Duration::from_secs(10), || server.get("/readyz").status == 200);
     assert!(ready, "not ready:\n{}", server.log_text());
-    Some(run_steps(&server, faked, &time_file))
+    Some(FakedServe { server, time_file, _dir: dir })
 }
 
 /// Steps the clock of a running server through [`STEPS`] and measures each step.
@@ -320,48 +336,21 @@ const AFTER_LEAP_S: i64 = 1_483_228_800;
 /// back 1 s and reads 23:59:59 again. Returns the IDs issued all along (one request after
 /// another) and the clock watch's WARN lines; `None` without libfaketime (outside CI).
 fn leap_second(extra: &[&str]) -> Option<(Vec<u64>, Vec<String>)> {
-    let Some(lib) = libfaketime() else {
-        let hint = "install Debian's `faketime` package (scripts/test-all does)";
-        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!in_ci, "libfaketime is required under CI=true: {hint}");
-        note(&format!("SKIPPED: libfaketime.so.1 not found; {hint}"));
-        return None;
-    };
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let time_file = dir.path().join("faketime");
     // Whole seconds: the faked clock keeps the true clock's fraction of a second.
     let offset_s = AFTER_LEAP_S - 2 - (true_ms() / 1_000) as i64;
-    set_offset(&time_file, &format!("{offset_s:+}"));
     let fake_ms = |offset_s: i64| true_ms() as i64 + offset_s * 1_000;
-    let (lib, file) = (lib.to_string_lossy(), time_file.to_string_lossy());
-    let env = [
-        ("LD_PRELOAD", lib.as_ref()),
-        ("FAKETIME_TIMESTAMP_FILE", file.as_ref()),
-        ("FAKETIME_NO_CACHE", "1"),
-        ("DONT_FAKE_MONOTONIC", "1"),
-    ];
-    let data = dir.path().join("data");
-    let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir"];
-    args.push(data.to_str().expect("a UTF-8 path"));
-    args.extend(extra);
-    let child = idmint(&args, &env)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start idmint serve");
-    let server = Server::adopt("idmint serve", child, Duration::from_secs(10));
-    let ready = poll(Duration::from_secs(10), || server.get("/readyz").status == 200);
-    assert!(ready, "not ready:\n{}", server.log_text());
+    let faked = serve_faked(Faked::WallOnly, &format!("{offset_s:+}"), extra)?;
+    let (server, time_file) = (&faked.server, &faked.time_file);
     let mut ids = Vec::new();
     let mut issue_until = |end_ms: i64, offset_s: i64| {
         let started = Instant::now();
         while fake_ms(offset_s) < end_ms && started.elapsed() < Duration::from_secs(10) {
-            ids.extend(some_ids(&server).unwrap_or_else(|e| panic!("{e}")));
+            ids.extend(some_ids(server).unwrap_or_else(|e| panic!("{e}")));
         }
     };
     // Past midnight (by 100 ms or more) on the faked clock, then the repeated second.
     issue_until(AFTER_LEAP_S * 1_000 + 100, offset_s);
-    set_offset(&time_file, &format!("{:+}", offset_s - 1));
+    set_offset(time_file, &format!("{:+}", offset_s - 1));
     issue_until(AFTER_LEAP_S * 1_000 + 500, offset_s - 1);
     let lines = warn_lines(&server.log_text());
     Some((ids, lines))

@@ -256,7 +256,7 @@ fn sqlguid_bytes_is_a_text_form() {
     let refused = server.get("/v1/namespaces/default/next?format=sqlguid-bytes");
     assert_eq!(refused.status, 400, "{}", refused.text());
     assert!(
-        refused.text().contains("format `sqlguid-bytes` cannot hold 64-bit ids"),
+        refused.text().contains("format `sqlguid-bytes` needs a 128-bit layout"),
         "{}",
         refused.text()
     );
