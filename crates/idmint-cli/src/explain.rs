@@ -108,10 +108,11 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
         }
     }
     writeln!(out)?;
+    write_capacity(&capacity, now_ms, out)?;
     let order = layout.order();
+    writeln!(out)?;
     writeln!(out, "order: {}", order.name())?;
     writeln!(out, "  {}", order.describe())?;
-    write_capacity(&capacity, now_ms, out)?;
     if !layout.has_generator() {
         writeln!(out)?;
         writeln!(out, "ids of this layout come from a segment store (Postgres or a local file),")?;
