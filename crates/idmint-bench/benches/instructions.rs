@@ -2,8 +2,8 @@
 //! fixed time sequence, so that instruction counts repeat exactly from run to run.
 //!
 //! Usage: `instructions <case> <n>`. Every case makes `n` calls (`n` reservations for
-//! `idmint/batch`), reads no clock (but snowflaked, which reads the system clock itself) and
-//! never sleeps. The time is a plain counter that moves 1 ms every 1,024 readings, below every
+//! `idmint/batch` and `idmint/uuid7-batch`), reads no clock (but snowflaked and `uuid`'s
+//! `now_v7`, which read the system clock themselves) and never sleeps. The time is a plain counter that moves 1 ms every 1,024 readings, below every
 //! layout's 4,096 IDs per ms, so no call waits. The script runs each case at two sizes and
 //! divides the difference of the totals by the difference of the IDs, so that start-up costs
 //! cancel. The case prints the number of IDs it made on standard output.
@@ -15,7 +15,7 @@ use std::{
 };
 
 use ferroid::{generator::AtomicSnowflakeGenerator, id::SnowflakeTwitterId, time::TimeSource};
-use idmint_core::{Error, GeneratorConfig, Layout, Next, Snowflake};
+use idmint_core::{Error, GeneratorConfig, Layout, Next, Snowflake, Uuid7};
 
 /// 2025-11-24T00:00:00Z in ms since the Unix epoch: the fixed start of every case's time.
 const BASE_MS: u64 = 1_763_942_400_000;
@@ -108,6 +108,41 @@ fn idmint_batch(n: u64) -> u64 {
     n * BATCH
 }
 
+/// The typed `uuid7` generator: the (ms, counter) pair as the snowflake's, plus 46 random bits
+/// from the thread's ChaCha stream.
+#[inline(never)]
+fn idmint_uuid7(n: u64) -> u64 {
+    let generator = ok(Uuid7::generator(7, &GeneratorConfig::default()));
+    let clock = StepClock::new(BASE_MS);
+    for _ in 0..n {
+        black_box(ready(generator.next(clock.read())));
+    }
+    n
+}
+
+/// `n` reservations of 4,096 `uuid7`s, each at a fresh millisecond, every ID read (the random
+/// bits are drawn as the batch is read).
+#[inline(never)]
+fn idmint_uuid7_batch(n: u64) -> u64 {
+    let generator = ok(Uuid7::generator(7, &GeneratorConfig::default()));
+    for i in 0..n {
+        ready(generator.next_batch(BASE_MS + i, BATCH)).for_each(|id| {
+            black_box(id);
+        });
+    }
+    n * BATCH
+}
+
+/// `uuid::Uuid::now_v7()`: the `uuid` crate's UUIDv7 (system clock, its own counter and random
+/// bits).
+#[inline(never)]
+fn uuid_now_v7(n: u64) -> u64 {
+    for _ in 0..n {
+        black_box(uuid::Uuid::now_v7());
+    }
+    n
+}
+
 #[inline(never)]
 fn ferroid_twitter(n: u64) -> u64 {
     let clock = StepClock::new(BASE_MS - Snowflake::EPOCH_MS);
@@ -149,12 +184,16 @@ fn main() -> ExitCode {
         "idmint/typed" => idmint_typed(n),
         "idmint/any" => idmint_any(n),
         "idmint/batch" => idmint_batch(n),
+        "idmint/uuid7" => idmint_uuid7(n),
+        "idmint/uuid7-batch" => idmint_uuid7_batch(n),
+        "uuid/now_v7" => uuid_now_v7(n),
         "ferroid/twitter" => ferroid_twitter(n),
         "snowflaked/sync" => snowflaked_sync(n),
         _ => {
             eprintln!(
                 "instructions: unknown case {case:?}; one of idmint/typed, idmint/any, \
-                 idmint/batch, ferroid/twitter, snowflaked/sync"
+                 idmint/batch, idmint/uuid7, idmint/uuid7-batch, uuid/now_v7, ferroid/twitter, \
+                 snowflaked/sync"
             );
             return ExitCode::from(2);
         }

@@ -90,6 +90,7 @@ mod named;
 mod next;
 mod pack;
 mod public_id;
+mod random;
 mod sequence;
 mod sequence_layout;
 mod snowflake;

@@ -134,19 +134,33 @@ impl Sequencer {
         );
         let since = now_ms.checked_sub(shape.epoch_ms)?;
         let now_tick = if shape.tick_ms == 1 { since } else { since / shape.tick_ms };
+        self.try_next_tick(now_tick, shape.seq_bits, shape.seq_limit)
+    }
+
+    /// [`try_next`](Self::try_next) from a tick: for a generator whose ticks are not
+    /// milliseconds since an epoch (UUIDv7's sub-millisecond ticks since the Unix epoch).
+    /// `seq_bits` and `seq_limit` must be this sequencer's.
+    #[inline(always)]
+    pub(crate) fn try_next_tick(
+        &self,
+        now_tick: u64,
+        seq_bits: u32,
+        seq_limit: u64,
+    ) -> Option<u64> {
+        debug_assert!(seq_bits == self.seq_bits && seq_limit == self.seq_limit);
         if now_tick > self.ceiling.load(Ordering::Relaxed) {
             return None;
         }
         let last = self.state.load(Ordering::Relaxed);
-        let last_tick = last >> shape.seq_bits;
+        let last_tick = last >> seq_bits;
         let first = if now_tick == last_tick {
             // `last_tick` is `now_tick`, so it is within the ceiling too.
-            if (last & ((1 << shape.seq_bits) - 1)) + 1 >= shape.seq_limit {
+            if (last & ((1 << seq_bits) - 1)) + 1 >= seq_limit {
                 return None;
             }
             last + 1
         } else if now_tick > last_tick {
-            now_tick << shape.seq_bits
+            now_tick << seq_bits
         } else {
             return None;
         };

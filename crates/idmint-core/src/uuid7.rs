@@ -5,9 +5,7 @@
 //! method 1), and unpredictable beyond the counter (random bits from ChaCha12 keyed from the OS
 //! CSPRNG).
 
-use std::{cell::RefCell, fmt, iter::FusedIterator, str::FromStr, sync::Arc};
-
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::{fmt, iter::FusedIterator, str::FromStr, sync::Arc};
 
 use crate::{
     any::{AnyBatch, AnyGenerator, AnyId, OtherGenerator},
@@ -18,6 +16,7 @@ use crate::{
     kind::{Builtin, Capacity, IssuedBy, LayoutKind, Order, same_as},
     next::Next,
     pack::low_mask,
+    random::random_u64,
     sequence::{Sequencer, Timing},
     text128::{Text128, TypePrefix},
 };
@@ -86,9 +85,13 @@ pub struct Uuid7Split {
 
 impl Default for Uuid7Split {
     fn default() -> Self {
-        Uuid7Split { sub_ms_bits: 0, counter_bits: 12, generator_bits: 16 }
+        DEFAULT_SPLIT
     }
 }
+
+/// The default split: 12 counter bits (all of `rand_a`), 16 generator bits, 46 random bits.
+const DEFAULT_SPLIT: Uuid7Split =
+    Uuid7Split { sub_ms_bits: 0, counter_bits: 12, generator_bits: 16 };
 
 impl Uuid7Split {
     /// Checks the widths (see the table above).
@@ -739,45 +742,6 @@ mod uuid_impls {
     }
 }
 
-/// How many random bytes a thread's ChaCha12 stream gives before it is keyed again from the OS
-/// (as `rand`'s `ThreadRng` does).
-const RESEED_BYTES: u64 = 64 * 1024;
-
-/// One thread's CSPRNG: ChaCha12 keyed with 32 bytes from the OS, and the bytes it has given
-/// since.
-struct Pool {
-    rng: Option<StdRng>,
-    given: u64,
-}
-
-thread_local! {
-    static POOL: RefCell<Pool> = const { RefCell::new(Pool { rng: None, given: 0 }) };
-}
-
-/// 64 random bits: from this thread's ChaCha12 stream, keyed from the OS CSPRNG and re-keyed
-/// every [`RESEED_BYTES`].
-#[inline]
-fn random_u64() -> Result<u64, Error> {
-    POOL.with(|pool| {
-        let mut pool = pool.borrow_mut();
-        if pool.given >= RESEED_BYTES || pool.rng.is_none() {
-            pool.rng = Some(seeded()?);
-            pool.given = 0;
-        }
-        pool.given += 8;
-        Ok(pool.rng.as_mut().map_or(0, Rng::next_u64))
-    })
-}
-
-/// A ChaCha12 stream keyed with 32 bytes from the OS CSPRNG.
-#[cold]
-#[inline(never)]
-fn seeded() -> Result<StdRng, Error> {
-    let mut key = [0; 32];
-    getrandom::fill(&mut key).map_err(|e| Error::RandomUnavailable(e.to_string()))?;
-    Ok(StdRng::from_seed(key))
-}
-
 /// A lock-free, sans-I/O generator of [`Uuid7`]s for one generator ID.
 ///
 /// It keeps the last issued (millisecond, counter) pair in one atomic word and moves it
@@ -816,8 +780,7 @@ fn seeded() -> Result<StdRng, Error> {
 pub struct Uuid7Generator {
     seq: Sequencer,
     split: Uuid7Split,
-    /// Version, variant and generator ID in place; time, counter and random bits 0.
-    node: u128,
+    packing: Packing,
 }
 
 impl Uuid7Generator {
@@ -853,9 +816,7 @@ impl Uuid7Generator {
             None => None,
         };
         let seq = Sequencer::new(split.counter_bits, 1 << split.counter_bits, timing, start_after);
-        let node =
-            VERSION_BITS | VARIANT_BITS | place(u128::from(generator) << split.random_bits());
-        Ok(Uuid7Generator { seq, split, node })
+        Ok(Uuid7Generator { seq, split, packing: Packing::new(&split, generator) })
     }
 
     /// The split this generator writes.
@@ -932,6 +893,28 @@ impl Uuid7Generator {
 
     #[inline(always)]
     fn next_tick(&self, tick: u64) -> Result<Next<Uuid7>, Error> {
+        // The two common cases (room in the tick, a new tick) inline, the rest out of line; the
+        // default split on constants (its shifts and masks fold), any other on the generator's
+        // precomputed ones.
+        if self.split == DEFAULT_SPLIT {
+            let bits = DEFAULT_SPLIT.counter_bits;
+            if let Some(pair) = self.seq.try_next_tick(tick, bits, 1 << bits) {
+                let packing =
+                    Packing { node: self.packing.node, ..Packing::new(&DEFAULT_SPLIT, 0) };
+                return Ok(Next::Ready(packing.pack(pair, random_u64()?)));
+            }
+        } else {
+            let bits = self.split.counter_bits;
+            if let Some(pair) = self.seq.try_next_tick(tick, bits, 1 << bits) {
+                return Ok(Next::Ready(self.packing.pack(pair, random_u64()?)));
+            }
+        }
+        self.next_tick_in_full(tick)
+    }
+
+    /// Every case of [`next_tick`](Self::next_tick).
+    #[inline(never)]
+    fn next_tick_in_full(&self, tick: u64) -> Result<Next<Uuid7>, Error> {
         let next = self.seq.next(tick).map_err(|e| self.in_ms(e))?;
         Ok(match next {
             Next::Ready(pair) => Next::Ready(self.pack(pair, random_u64()?)),
@@ -966,7 +949,7 @@ impl Uuid7Generator {
         let reserved = self.seq.reserve(tick, n).map_err(|e| self.in_ms(e))?;
         Ok(match reserved {
             Next::Ready((pair, remaining)) => {
-                Next::Ready(Uuid7Batch { pair, remaining, node: self.node, split: self.split })
+                Next::Ready(Uuid7Batch { pair, remaining, packing: self.packing })
             }
             Next::Wait { until_ms } => Next::Wait { until_ms: self.ms_of_tick_ceil(until_ms) },
         })
@@ -1017,7 +1000,7 @@ impl Uuid7Generator {
     /// The UUID of a pair and 64 random bits (masked to the random field).
     #[inline(always)]
     fn pack(&self, pair: u64, random: u64) -> Uuid7 {
-        pack(&self.split, self.node, pair, random)
+        self.packing.pack(pair, random)
     }
 
     /// The first whole millisecond at or after the start of tick `tick`.
@@ -1043,14 +1026,42 @@ impl Uuid7Generator {
     }
 }
 
-/// The UUID of a state-word pair (tick and counter), the fixed bits and 64 random bits.
-#[inline(always)]
-fn pack(split: &Uuid7Split, node: u128, pair: u64, random: u64) -> Uuid7 {
-    let low = split.low_bits();
-    let ms = u128::from(pair >> low);
-    let below = u128::from(pair & low_mask(low)) << split.low_shift();
-    let random = u128::from(random & low_mask(split.random_bits()));
-    Uuid7(ms << MS_SHIFT | node | place(below | random))
+/// How a generator turns a state-word pair (tick and counter) and 64 random bits into a
+/// UUID: its split's shifts and masks, worked out once when the generator is made rather than
+/// for every ID.
+#[derive(Debug, Clone, Copy)]
+struct Packing {
+    /// Version, variant and generator ID in place; time, counter and random bits 0.
+    node: u128,
+    /// Bits of a pair below its millisecond (sub-millisecond and counter), and their mask.
+    low_bits: u32,
+    low_mask: u64,
+    /// Where those bits start in the 74-bit payload.
+    low_shift: u32,
+    /// The random field's mask.
+    random_mask: u64,
+}
+
+impl Packing {
+    #[inline(always)]
+    fn new(split: &Uuid7Split, generator: u64) -> Packing {
+        Packing {
+            node: VERSION_BITS | VARIANT_BITS | place(u128::from(generator) << split.random_bits()),
+            low_bits: split.low_bits(),
+            low_mask: low_mask(split.low_bits()),
+            low_shift: split.low_shift(),
+            random_mask: low_mask(split.random_bits()),
+        }
+    }
+
+    /// The UUID of a pair, with the fixed bits and 64 random bits (masked to the field).
+    #[inline(always)]
+    fn pack(&self, pair: u64, random: u64) -> Uuid7 {
+        let ms = u128::from(pair >> self.low_bits);
+        let below = u128::from(pair & self.low_mask) << self.low_shift;
+        let random = u128::from(random & self.random_mask);
+        Uuid7(ms << MS_SHIFT | self.node | place(below | random))
+    }
 }
 
 /// A run of UUIDv7s reserved by [`Uuid7Generator::next_batch`], in increasing order. Each ID's
@@ -1073,8 +1084,7 @@ pub struct Uuid7Batch {
     /// The next pair; the pair after it is `pair + 1` (a tick holds every counter value).
     pair: u64,
     remaining: u64,
-    node: u128,
-    split: Uuid7Split,
+    packing: Packing,
 }
 
 impl Iterator for Uuid7Batch {
@@ -1085,7 +1095,7 @@ impl Iterator for Uuid7Batch {
         if self.remaining == 0 {
             return None;
         }
-        let id = pack(&self.split, self.node, self.pair, random_u64().unwrap_or(0));
+        let id = self.packing.pack(self.pair, random_u64().unwrap_or(0));
         self.remaining -= 1;
         self.pair = self.pair.wrapping_add(1);
         Some(id)
