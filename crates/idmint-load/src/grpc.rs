@@ -214,7 +214,14 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
         requested: options.batch_size,
     };
     let (warmup, duration) = (options.warmup, options.duration);
-    let increasing = increasing_across_messages(&options.url, &options.namespace).await?;
+    let Shape { increasing, wide } = namespace_shape(&options.url, &options.namespace).await?;
+    if wide && !increasing {
+        return Err(Error::Options(format!(
+            "namespace {:?} has 128-bit IDs that are not increasing: a 128-bit stream is checked \
+             through its IDs' top 64 bits, which must increase",
+            options.namespace
+        )));
+    }
     run_streams(&options.url, options.streams, warmup, duration, calls, |channel, window| {
         let request = StreamRequest {
             namespace: options.namespace.clone(),
@@ -224,15 +231,23 @@ pub async fn grpc_stream(options: &StreamOptions) -> Result<StreamReport, Error>
                 .into(),
             shard_key: None,
         };
-        read_stream(channel, request, window, increasing)
+        read_stream(channel, request, window, increasing, wide)
     })
     .await
 }
 
-/// Whether the server says that the namespace's IDs increase from one message to the next
-/// (`NamespaceInfo.order` is `increasing`). Otherwise (`k-sorted`: several generators, or
-/// Redis nodes) each message must still increase by itself, and no ID may come twice.
-async fn increasing_across_messages(url: &str, namespace: &str) -> Result<bool, Error> {
+/// What the load client needs to know of a namespace to check its stream.
+struct Shape {
+    /// The server says that the namespace's IDs increase from one message to the next
+    /// (`NamespaceInfo.order` is `increasing`). Otherwise (`k-sorted`: several generators, or
+    /// Redis nodes) each message must still increase by itself, and no ID may come twice.
+    increasing: bool,
+    /// Its IDs are 128 bits (`NamespaceInfo.id_bits`).
+    wide: bool,
+}
+
+/// The [`Shape`] the server gives for `namespace`.
+async fn namespace_shape(url: &str, namespace: &str) -> Result<Shape, Error> {
     let mut client = IdMintClient::new(channel(url).await?);
     let fail = |status: tonic::Status| Error::Connect {
         url: url.to_owned(),
@@ -246,7 +261,10 @@ async fn increasing_across_messages(url: &str, namespace: &str) -> Result<bool, 
         .iter()
         .find(|info| info.name == namespace)
         .or_else(|| namespaces.namespaces.first().filter(|_| namespace.is_empty()));
-    Ok(info.is_some_and(|info| info.order == "increasing"))
+    Ok(Shape {
+        increasing: info.is_some_and(|info| info.order == "increasing"),
+        wide: info.is_some_and(|info| info.id_bits > 64),
+    })
 }
 
 /// Opens a `Stream` call whose messages are read by [`BatchCodec`] (the generated client
@@ -267,6 +285,7 @@ async fn read_stream(
     request: StreamRequest,
     window: Window,
     increasing: bool,
+    wide: bool,
 ) -> StreamResult {
     let runs = if increasing { IdRuns::increasing() } else { IdRuns::unordered() };
     let mut result = StreamResult::new(runs);
@@ -287,7 +306,7 @@ async fn read_stream(
         match next {
             Err(_) => break,
             Ok(Ok(Some(batch))) => {
-                let ids = match message_ids(&batch, packed, expected, &mut scratch) {
+                let ids = match message_ids(&batch, packed, wide, expected, &mut scratch) {
                     Ok(ids) => ids,
                     Err(e) => {
                         result.outcome.fail(|| e);
@@ -318,22 +337,46 @@ async fn read_stream(
 /// The `expected` 64-bit IDs of one message: from `ids`, or (packed) decoded big-endian from
 /// `packed` into `scratch`; any other shape (wrong count or width, the other field filled,
 /// a partial ID) is an error.
+///
+/// A `wide` (128-bit) message holds its IDs in `ids128`, or packed 16 bytes each; what comes
+/// back is each ID's top 64 bits. For an increasing namespace (the only kind checked wide)
+/// that is exact: when the top halves strictly increase, so do the whole IDs, and so no ID
+/// comes twice; a stream whose top halves do not increase fails, whatever the low halves hold.
 fn message_ids<'a>(
     batch: &'a IdBatch,
     packed: bool,
+    wide: bool,
     expected: u64,
     scratch: &'a mut Vec<u64>,
 ) -> Result<&'a [u64], String> {
     let shape = || {
         format!(
-            "a message held {} IDs in `ids`, {} bytes in `ids128` and {} bytes of {}-byte IDs in `packed`, not {expected} 64-bit IDs {}",
+            "a message held {} IDs in `ids`, {} bytes in `ids128` and {} bytes of {}-byte IDs in `packed`, not {expected} {}-bit IDs {}",
             batch.ids.len(),
             batch.ids128.len(),
             batch.packed.len(),
             batch.id_bytes,
-            if packed { "packed" } else { "in `ids`" }
+            if wide { 128 } else { 64 },
+            match (packed, wide) {
+                (true, _) => "packed",
+                (false, false) => "in `ids`",
+                (false, true) => "in `ids128`",
+            }
         )
     };
+    if wide {
+        let (bytes, other) = if packed {
+            (batch.packed.len(), batch.ids128.len() as u64 + u64::from(batch.id_bytes != 16))
+        } else {
+            (batch.ids128.len(), batch.packed.len() as u64)
+        };
+        if bytes as u64 != expected * 16 || other != 0 || !batch.ids.is_empty() {
+            return Err(shape());
+        }
+        scratch.clear();
+        scratch.extend(batch.u128s().map(|id| (id >> 64) as u64));
+        return Ok(scratch);
+    }
     if !batch.ids128.is_empty() {
         return Err(shape());
     }
@@ -360,7 +403,7 @@ mod tests {
         let be = |ids: &[u64]| ids.iter().flat_map(|id| id.to_be_bytes()).collect::<Vec<u8>>();
         let check = |batch: IdBatch, packed: bool, want: Result<&[u64], &str>| {
             let mut scratch = Vec::new();
-            match (message_ids(&batch, packed, 2, &mut scratch), want) {
+            match (message_ids(&batch, packed, false, 2, &mut scratch), want) {
                 (Ok(got), Ok(want)) => assert_eq!(got, want, "{batch:?}"),
                 (Err(got), Err(part)) => assert!(got.contains(part), "{batch:?}: {got}"),
                 (got, want) => panic!("{batch:?}: got {got:?}, want {want:?}"),
@@ -378,6 +421,30 @@ mod tests {
         let little: Vec<u8> = [3u64, 258].iter().flat_map(|id| id.to_le_bytes()).collect();
         let mut scratch = Vec::new();
         let batch = IdBatch::from_packed_be(little, 8);
-        assert_ne!(message_ids(&batch, true, 2, &mut scratch).unwrap(), &[3, 258]);
+        assert_ne!(message_ids(&batch, true, false, 2, &mut scratch).unwrap(), &[3, 258]);
+    }
+
+    /// 128-bit messages give their IDs' top halves, from `ids128` or packed 16 bytes each, and
+    /// every other shape is refused.
+    #[test]
+    fn wide_messages_give_the_top_halves() {
+        let check = |batch: IdBatch, packed: bool, want: Result<&[u64], &str>| {
+            let mut scratch = Vec::new();
+            match (message_ids(&batch, packed, true, 2, &mut scratch), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{batch:?}"),
+                (Err(got), Err(part)) => assert!(got.contains(part), "{batch:?}: {got}"),
+                (got, want) => panic!("{batch:?}: got {got:?}, want {want:?}"),
+            }
+        };
+        let ids = [7u128 << 64 | 99, 8u128 << 64];
+        let be: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+        check(IdBatch::from_u128s(ids), false, Ok(&[7, 8]));
+        check(IdBatch::from_u128s(ids), true, Err("not 2 128-bit IDs packed"));
+        check(IdBatch::from_packed_be(be.clone(), 16), true, Ok(&[7, 8]));
+        check(IdBatch::from_packed_be(be.clone(), 16), false, Err("in `ids128`"));
+        check(IdBatch::from_packed_be(be[..16].to_vec(), 16), true, Err("16 bytes"));
+        check(IdBatch::from_packed_be(be, 8), true, Err("8-byte"));
+        check(IdBatch::from_u128s([1]), false, Err("16 bytes in `ids128`"));
+        check(IdBatch { ids: vec![1, 2], ..IdBatch::default() }, false, Err("2 IDs in `ids`"));
     }
 }
