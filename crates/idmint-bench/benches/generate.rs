@@ -17,7 +17,9 @@
 //!   is not. 1,000 per ms is well under a 12-bit sequence's 4,096.
 //! - `uuid7`: the typed `uuid7` generator beside the typed snowflake one (both on the counter
 //!   clock) and `uuid::Uuid::now_v7()` (system clock, as always), and `uuid7` batches: one
-//!   reservation of a fresh millisecond's 4,096 IDs, with and without reading them.
+//!   reservation of a fresh millisecond's 4,096 IDs, with and without reading them. The
+//!   `folded` rows hand `black_box` each 128-bit ID folded to 64 bits, which keeps a harness
+//!   stall (a missed store-to-load forwarding on `black_box`'s 16-byte reload) out of the time.
 //! - `saturated`: real clocks in a tight loop, spinning whenever the millisecond's sequence is
 //!   used up: every 12-bit snowflake is pinned at its ceiling of 4,096 IDs per ms (244 ns).
 
@@ -372,6 +374,12 @@ fn next_uuid7(generator: &Uuid7Generator, clock: &CounterClock) -> Uuid7 {
     }
 }
 
+/// A 128-bit ID folded to 64 bits, every bit used: what a 128-bit row hands to `black_box`.
+#[inline(always)]
+fn fold(id: u128) -> u64 {
+    (id >> 64) as u64 ^ id as u64
+}
+
 /// `uuid7` beside the typed snowflake and `uuid::Uuid::now_v7()`, in one group so that one run
 /// gives the ratios; and its batch reservation, per ID.
 fn uuid7(c: &mut Criterion) {
@@ -388,6 +396,16 @@ fn uuid7(c: &mut Criterion) {
     group
         .bench_function("idmint/uuid7 (typed next)", |b| b.iter(|| next_uuid7(&generator, &clock)));
     group.bench_function("uuid/now_v7", |b| b.iter(uuid::Uuid::now_v7));
+    // The same calls with each 128-bit ID folded to 64 bits (every bit still used) before it
+    // is handed to `black_box`: a 16-byte value written as two 8-byte halves and read back at
+    // once by `black_box`'s 16-byte load misses store-to-load forwarding, a stall of the
+    // harness that `perf annotate` puts on that load (BENCHMARKS.md, "UUIDv7").
+    group.bench_function("idmint/uuid7 (typed next, folded)", |b| {
+        b.iter(|| fold(next_uuid7(&generator, &clock).as_u128()))
+    });
+    group.bench_function("uuid/now_v7 (folded)", |b| {
+        b.iter(|| fold(uuid::Uuid::now_v7().as_u128()))
+    });
 
     let generator = ok(Uuid7::generator(8, &config));
     let mut now_ms = SystemClock.now_ms();
@@ -398,12 +416,12 @@ fn uuid7(c: &mut Criterion) {
             ok(generator.next_batch(now_ms, 4096))
         })
     });
-    group.bench_function("idmint/uuid7 (reserve + iterate)", |b| {
+    group.bench_function("idmint/uuid7 (reserve + iterate, folded)", |b| {
         b.iter(|| {
             now_ms += 1;
             match generator.next_batch(now_ms, 4096) {
                 Ok(Next::Ready(batch)) => batch.for_each(|id| {
-                    black_box(id);
+                    black_box(fold(id.as_u128()));
                 }),
                 Ok(Next::Wait { until_ms }) => panic!("a fresh millisecond waits ({until_ms})"),
                 Err(error) => fail(error),
