@@ -11,6 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::takeover::Takeover;
 use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
 use idmint_coord::{
     Claim, ClaimRequest, ClaimState, Coordinator, Error, EtcdCoordinator, EtcdOptions,
@@ -150,30 +151,6 @@ async fn a_claim_whose_lease_is_revoked_is_lost() {
     assert_eq!(next.mark_ms(), None);
 }
 
-/// What a takeover of a paused holder's generator ID let both holders do.
-#[derive(Debug)]
-struct Takeover {
-    /// The last mark the paused holder stored before the pause.
-    before_pause: u64,
-    /// The mark the new holder's claim carried.
-    new_holder_read: Option<u64>,
-    /// Whether the paused holder could still store a mark after the takeover.
-    old_holder_stored_after: bool,
-    /// The old holder's claim state when it tried (a stale `Held` proves the fence refused).
-    old_state: ClaimState,
-}
-
-impl Takeover {
-    /// Whether the two holders' windows overlap, so that both could issue the same time with
-    /// the same generator ID: the new holder starts right above the mark it read; the old one
-    /// may issue up to the last mark it stored.
-    fn duplicates_possible(&self) -> bool {
-        let new_start = self.new_holder_read.map_or(0, |mark| mark + 1);
-        let old_end = if self.old_holder_stored_after { u64::MAX } else { self.before_pause };
-        new_start <= old_end
-    }
-}
-
 /// A coordinator for the takeover scenario, fenced or (negative control) not.
 async fn holder(cluster: &EtcdCluster, scheme: &Scheme, fenced: bool) -> EtcdCoordinator {
     let coordinator = connect(cluster, options(scheme.clone())).await;
@@ -222,6 +199,7 @@ async fn takeover(cluster: &EtcdCluster, scheme: Scheme, fenced: bool) -> Takeov
         new_holder_read: new.mark_ms(),
         old_holder_stored_after,
         old_state,
+        takeover: started.elapsed(),
     }
 }
 

@@ -19,3 +19,4 @@ mod icicle;
 mod postgres_coordinator;
 mod promotion;
 mod segments;
+mod takeover;

@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::takeover::Takeover;
 use idmint_coord::{
     Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, PostgresCoordinator,
     PostgresLeaseOptions, PostgresOptions, Remembered, conformance,
@@ -166,31 +167,6 @@ async fn without_the_fence_cold_starts_share_ids() {
     report(&format!("without the fence, ten cold starts got {ids:?}"));
     assert!(!distinct(&ids), "the check must catch shared ids, got {ids:?}");
     assert_eq!(ids, [0; 10], "every claimant took the first free ID");
-}
-
-/// What a takeover of a paused holder led to.
-#[derive(Debug)]
-struct Takeover {
-    /// The window the old holder stored before its pause.
-    before_pause: u64,
-    /// The mark the new holder started above.
-    new_holder_read: Option<u64>,
-    /// Whether the old holder could still extend its window after the takeover.
-    old_holder_stored_after: bool,
-    /// The old holder's state as it woke up.
-    old_state: ClaimState,
-    /// From the pause to the new holder's claim.
-    takeover: Duration,
-}
-
-impl Takeover {
-    /// Whether both holders may have issued the same times: the new one starts at or below
-    /// the end of the old one's window.
-    fn duplicates_possible(&self) -> bool {
-        let new_start = self.new_holder_read.map_or(0, |mark| mark + 1);
-        let old_end = if self.old_holder_stored_after { u64::MAX } else { self.before_pause };
-        new_start <= old_end
-    }
 }
 
 /// Holder A stores a window and "pauses" (its renewals stop, its claim still reads Held); B
