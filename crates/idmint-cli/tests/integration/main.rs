@@ -23,4 +23,5 @@ mod formats;
 mod public_ids;
 mod serve;
 mod trace_split;
+mod uuid_postgres;
 mod web;
