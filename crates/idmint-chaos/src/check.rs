@@ -1,7 +1,8 @@
 //! The checker, in the spirit of Jepsen's `unique-ids`: over one or more histories it checks
 //! that every acknowledged ID is distinct; that per server and per generator ID the IDs grow
 //! in real time (an operation that began after another one ended returns larger IDs: the
-//! snowflake layout promises this order); that every ID's generator ID was claimed by the
+//! snowflake layout promises this order; of a `uuid7` ID, the (ms, counter) pair must grow,
+//! its random bits being no part of the order, see [`Decoding`]); that every ID's generator ID was claimed by the
 //! server that returned it (from the server's log); and that every ID's time is at or below
 //! the durable mark stored for its generator ID at the end (marks only grow, so the last one
 //! bounds every earlier one). It counts ok/fail/info operations and gaps (IDs skipped inside
@@ -17,22 +18,112 @@ use crate::history::{Event, Holding};
 /// The snowflake layout's sequence bits: an ID's lowest 12 bits.
 const SEQUENCE_BITS: u32 = 12;
 /// The generator ID (datacenter and worker, 10 bits) sits above the sequence.
-const GENERATOR_MASK: u64 = (1 << 10) - 1;
+const GENERATOR_MASK: u128 = (1 << 10) - 1;
+/// `uuid7` (RFC 9562 UUIDv7, idmint's default split): the 48-bit Unix ms starts at bit 80.
+const UUID7_MS_SHIFT: u32 = 80;
+/// `uuid7`: the 12-bit counter (`rand_a`) sits at bits 75..=64, under the version nibble.
+const UUID7_COUNTER_SHIFT: u32 = 64;
+/// `uuid7`: the counter's bits.
+const UUID7_COUNTER_BITS: u32 = 12;
+/// `uuid7`: the 16 generator bits sit above the 46 random bits, under the variant.
+const UUID7_GENERATOR_SHIFT: u32 = 46;
+/// `uuid7`: the generator ID's mask.
+const UUID7_GENERATOR_MASK: u128 = (1 << 16) - 1;
 /// How many examples of each kind of violation a report keeps.
 const EXAMPLES: usize = 5;
 
-/// The generator ID of a snowflake ID.
-pub(crate) fn generator_of(id: u64) -> u64 {
-    (id >> SEQUENCE_BITS) & GENERATOR_MASK
+/// How the checker reads the IDs of a history (from its `Event::Layout`): each layout
+/// answers where an ID's generator ID and time are and which part of it must grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Decoding {
+    /// idmint's 64-bit snowflake: 41-bit ms, 10-bit generator ID, 12-bit sequence; the whole
+    /// ID grows per generator.
+    #[default]
+    Snowflake,
+    /// `uuid7` with the default split (48-bit ms, version, 12-bit counter, variant, 16-bit
+    /// generator ID, 46 random bits): the (ms, counter) pair grows per generator; the random
+    /// bits are no part of the order.
+    Uuid7,
+    /// Any other layout: uniqueness only.
+    Opaque,
 }
 
-/// The Unix ms of a snowflake ID.
-pub(crate) fn time_of(id: u64) -> u64 {
-    (id >> 22) + Snowflake::EPOCH_MS
+impl Decoding {
+    /// The decoding of the layout named `name`.
+    pub(crate) fn of(name: &str) -> Decoding {
+        match name {
+            "snowflake" => Decoding::Snowflake,
+            "uuid7" => Decoding::Uuid7,
+            _ => Decoding::Opaque,
+        }
+    }
+
+    /// The generator ID an ID was minted under.
+    pub(crate) fn generator_of(self, id: u128) -> u64 {
+        let generator = match self {
+            Decoding::Snowflake => (id >> SEQUENCE_BITS) & GENERATOR_MASK,
+            Decoding::Uuid7 => (id >> UUID7_GENERATOR_SHIFT) & UUID7_GENERATOR_MASK,
+            Decoding::Opaque => 0,
+        };
+        u64::try_from(generator).unwrap_or(u64::MAX)
+    }
+
+    /// The Unix ms of an ID.
+    pub(crate) fn time_of(self, id: u128) -> u64 {
+        let ms = match self {
+            Decoding::Snowflake => (id >> 22) + u128::from(Snowflake::EPOCH_MS),
+            Decoding::Uuid7 => id >> UUID7_MS_SHIFT,
+            Decoding::Opaque => 0,
+        };
+        u64::try_from(ms).unwrap_or(u64::MAX)
+    }
+
+    /// What must grow per generator ID: the whole snowflake ID; of a `uuid7`, the
+    /// (ms, counter) pair as one number.
+    pub(crate) fn order_key(self, id: u128) -> u128 {
+        match self {
+            Decoding::Snowflake | Decoding::Opaque => id,
+            Decoding::Uuid7 => {
+                let counter = (id >> UUID7_COUNTER_SHIFT) & ((1 << UUID7_COUNTER_BITS) - 1);
+                ((id >> UUID7_MS_SHIFT) << UUID7_COUNTER_BITS) | counter
+            }
+        }
+    }
+
+    /// The Unix ms of an order key (the time part of what [`Decoding::order_key`] returns).
+    fn time_of_key(self, key: u128) -> u64 {
+        match self {
+            Decoding::Uuid7 => u64::try_from(key >> UUID7_COUNTER_BITS).unwrap_or(u64::MAX),
+            Decoding::Snowflake | Decoding::Opaque => self.time_of(key),
+        }
+    }
+
+    /// An ID as a report shows it: a number, or a `uuid7` in RFC 9562 hex.
+    fn show(self, id: u128) -> String {
+        match self {
+            Decoding::Uuid7 => {
+                let h = format!("{id:032x}");
+                format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+            }
+            Decoding::Snowflake | Decoding::Opaque => id.to_string(),
+        }
+    }
+
+    /// An order key as a report shows it.
+    fn show_key(self, key: u128) -> String {
+        match self {
+            Decoding::Uuid7 => format!(
+                "(ms {}, counter {})",
+                key >> UUID7_COUNTER_BITS,
+                key & ((1 << UUID7_COUNTER_BITS) - 1)
+            ),
+            Decoding::Snowflake | Decoding::Opaque => format!("id {key}"),
+        }
+    }
 }
 
 /// One operation's IDs of one generator ID: (invoked, returned, smallest, largest, operation).
-type Span = (u64, u64, u64, u64, u32);
+type Span = (u64, u64, u128, u128, u32);
 
 /// One poll of the watcher: per generator ID, (holding server, claim, mark).
 #[derive(Debug)]
@@ -75,7 +166,7 @@ pub(crate) struct Report {
     /// Some of them.
     pub(crate) duplicate_examples: Vec<String>,
     /// The smallest and largest ID.
-    pub(crate) range: Option<(u64, u64)>,
+    pub(crate) range: Option<(u128, u128)>,
     /// Operations whose IDs were not above those of an operation on the same server and
     /// generator ID that had returned before they began (or not increasing inside a batch).
     pub(crate) order_violations: u64,
@@ -130,13 +221,13 @@ pub(crate) struct Checker {
     pending: HashMap<u32, (Option<u32>, u64)>,
     ops: Vec<Op>,
     /// Every acknowledged ID with its operation.
-    ids: Vec<(u64, u32)>,
+    ids: Vec<(u128, u32)>,
     claims: HashMap<u32, HashSet<u64>>,
     marks: HashMap<u64, u64>,
     /// The watcher's polls, in the order recorded.
     polls: Vec<Poll>,
-    /// The IDs are not snowflake IDs (an `Event::Layout` said so): uniqueness only.
-    opaque: bool,
+    /// How the IDs are read (an `Event::Layout` says; snowflake without one).
+    decoding: Decoding,
     report: Report,
 }
 
@@ -202,7 +293,7 @@ impl Checker {
                 let mark = self.marks.entry(generator).or_insert(mark_ms);
                 *mark = (*mark).max(mark_ms);
             }
-            Event::Layout { name } => self.opaque = name != "snowflake",
+            Event::Layout { name } => self.decoding = Decoding::of(&name),
             Event::Holders { t, end, store, held } => {
                 let held = held
                     .into_iter()
@@ -222,14 +313,14 @@ impl Checker {
         // Operations still pending at the end were never answered: ambiguous.
         self.report.info += self.pending.len() as u64;
         self.report.ids = self.ids.len() as u64;
-        if !self.opaque {
+        if self.decoding != Decoding::Opaque {
             self.check_holders_and_marks();
             self.check_order();
             self.check_at_the_time();
         }
         self.ids.sort_unstable();
         self.check_unique();
-        if !self.opaque {
+        if self.decoding != Decoding::Opaque {
             self.count_gaps();
         }
         let report = &mut self.report;
@@ -245,8 +336,9 @@ impl Checker {
 
     fn check_holders_and_marks(&mut self) {
         let marks_recorded = !self.marks.is_empty();
+        let d = self.decoding;
         for &(id, op) in &self.ids {
-            let generator = generator_of(id);
+            let generator = d.generator_of(id);
             if let Some(server) = self.ops[op as usize].server
                 && !self.claims.get(&server).is_some_and(|c| c.contains(&generator))
             {
@@ -254,12 +346,13 @@ impl Checker {
             }
             if marks_recorded {
                 let mark = self.marks.get(&generator).copied();
-                if mark.is_none_or(|m| time_of(id) > m) {
+                if mark.is_none_or(|m| d.time_of(id) > m) {
                     self.report.above_mark += 1;
                     if self.report.mark_examples.len() < EXAMPLES {
                         self.report.mark_examples.push(format!(
-                            "id {id} (generator {generator}, time {}) above mark {mark:?}",
-                            time_of(id)
+                            "id {} (generator {generator}, time {}) above mark {mark:?}",
+                            d.show(id),
+                            d.time_of(id)
                         ));
                     }
                 }
@@ -291,6 +384,7 @@ impl Checker {
                 }
             }
         }
+        let d = self.decoding;
         let mut start = 0;
         while start < self.ids.len() {
             let op = self.ids[start].1;
@@ -298,8 +392,8 @@ impl Checker {
             let mut times: BTreeMap<u64, u64> = BTreeMap::new();
             while end < self.ids.len() && self.ids[end].1 == op {
                 let id = self.ids[end].0;
-                let latest = times.entry(generator_of(id)).or_insert(0);
-                *latest = (*latest).max(time_of(id));
+                let latest = times.entry(d.generator_of(id)).or_insert(0);
+                *latest = (*latest).max(d.time_of(id));
                 end += 1;
             }
             start = end;
@@ -352,6 +446,7 @@ impl Checker {
     fn check_order(&mut self) {
         // (server, generator) -> [(invoked, returned, min, max, op)]
         let mut groups: HashMap<(u32, u64), Vec<Span>> = HashMap::new();
+        let d = self.decoding;
         let mut start = 0;
         while start < self.ids.len() {
             let op = self.ids[start].1;
@@ -361,23 +456,26 @@ impl Checker {
             }
             let o = &self.ops[op as usize];
             if let Some(server) = o.server {
-                let mut by_generator: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+                let mut by_generator: BTreeMap<u64, (u128, u128, u64)> = BTreeMap::new();
                 for &(id, _) in &self.ids[start..end] {
-                    let entry = by_generator.entry(generator_of(id)).or_insert((id, id, 0));
-                    if entry.2 > 0 && id <= entry.1 {
+                    let key = d.order_key(id);
+                    let entry = by_generator.entry(d.generator_of(id)).or_insert((key, key, 0));
+                    if entry.2 > 0 && key <= entry.1 {
                         self.report.order_violations += 1;
                         if self.report.order_examples.len() < EXAMPLES {
                             let label = format!(
                                 "{}@{}",
                                 self.clients[o.client as usize], self.servers[server as usize]
                             );
-                            self.report
-                                .order_examples
-                                .push(format!("{label}: id {id} after {} in one batch", entry.1));
+                            self.report.order_examples.push(format!(
+                                "{label}: id {} after {} in one batch",
+                                d.show(id),
+                                d.show_key(entry.1)
+                            ));
                         }
                     }
-                    entry.0 = entry.0.min(id);
-                    entry.1 = entry.1.max(id);
+                    entry.0 = entry.0.min(key);
+                    entry.1 = entry.1.max(key);
                     entry.2 += 1;
                 }
                 for (generator, (min, max, _)) in by_generator {
@@ -390,10 +488,10 @@ impl Checker {
             start = end;
         }
         for ((_, generator), mut ops) in groups {
-            let mut by_return: Vec<(u64, u64)> = ops.iter().map(|o| (o.1, o.3)).collect();
+            let mut by_return: Vec<(u64, u128)> = ops.iter().map(|o| (o.1, o.3)).collect();
             by_return.sort_unstable();
             ops.sort_unstable();
-            let (mut next, mut highest) = (0, None::<u64>);
+            let (mut next, mut highest) = (0, None::<u128>);
             for &(invoked, _, min, _, op) in &ops {
                 while next < by_return.len() && by_return[next].0 < invoked {
                     highest = Some(highest.map_or(by_return[next].1, |h| h.max(by_return[next].1)));
@@ -406,7 +504,9 @@ impl Checker {
                     if self.report.order_examples.len() < EXAMPLES {
                         let label = self.op_label(op);
                         self.report.order_examples.push(format!(
-                            "{label}: generator {generator}: id {min} not above {h}, returned before it began"
+                            "{label}: generator {generator}: {} not above {}, returned before it began",
+                            d.show_key(min),
+                            d.show_key(h)
                         ));
                     }
                 }
@@ -415,6 +515,7 @@ impl Checker {
     }
 
     fn check_unique(&mut self) {
+        let d = self.decoding;
         let ids = &self.ids;
         if let (Some(first), Some(last)) = (ids.first(), ids.last()) {
             self.report.range = Some((first.0, last.0));
@@ -425,9 +526,10 @@ impl Checker {
                 if self.report.duplicate_examples.len() < EXAMPLES {
                     let id = pair[0].0;
                     let example = format!(
-                        "id {id} (generator {}, time {}) from {} and {}",
-                        generator_of(id),
-                        time_of(id),
+                        "id {} (generator {}, time {}) from {} and {}",
+                        d.show(id),
+                        d.generator_of(id),
+                        d.time_of(id),
                         self.op_label(pair[0].1),
                         self.op_label(pair[1].1)
                     );
@@ -439,14 +541,16 @@ impl Checker {
 
     /// Holes inside one millisecond per generator ID, over the sorted IDs.
     fn count_gaps(&mut self) {
-        let mut last: HashMap<u64, u64> = HashMap::new();
+        let d = self.decoding;
+        let mut last: HashMap<u64, u128> = HashMap::new();
         for &(id, _) in &self.ids {
-            if let Some(previous) = last.insert(generator_of(id), id)
-                && id > previous + 1
-                && time_of(id) == time_of(previous)
+            let key = d.order_key(id);
+            if let Some(previous) = last.insert(d.generator_of(id), key)
+                && key > previous + 1
+                && d.time_of(id) == d.time_of_key(previous)
             {
                 self.report.gaps += 1;
-                self.report.skipped += id - previous - 1;
+                self.report.skipped += u64::try_from(key - previous - 1).unwrap_or(u64::MAX);
             }
         }
     }
@@ -477,8 +581,9 @@ mod tests {
         let layout = Layout::builtin("snowflake").expect("layout");
         for generator in [0, 1, 31, 32, 1023] {
             let raw = id(1_800_000_000_123, generator, 7);
-            assert_eq!(generator_of(raw), generator);
-            assert_eq!(time_of(raw), 1_800_000_000_123);
+            let d = Decoding::Snowflake;
+            assert_eq!(d.generator_of(raw.into()), generator);
+            assert_eq!(d.time_of(raw.into()), 1_800_000_000_123);
             let fields = layout.decode(AnyId::U64(raw)).expect("decode");
             let identity = layout.identity(generator).expect("identity");
             for (name, value) in identity {
@@ -493,6 +598,10 @@ mod tests {
     }
 
     fn ok(client: &str, t: u64, ids: &[u64]) -> Event {
+        Event::Ok { client: client.into(), t, ids: ids.iter().copied().map(u128::from).collect() }
+    }
+
+    fn ok128(client: &str, t: u64, ids: &[u128]) -> Event {
         Event::Ok { client: client.into(), t, ids: ids.to_vec() }
     }
 
@@ -514,6 +623,96 @@ mod tests {
     /// A poll at `t` (over at once) of store `store`: generator 0 held by `server`.
     fn polled(t: u64, store: u32, server: &str, claim: &str, mark_ms: u64) -> Event {
         Event::Holders { t, end: t, store, held: vec![holding(0, server, claim, mark_ms)] }
+    }
+
+    /// A `uuid7` ID from its parts (the default split), through idmint-core.
+    fn uuid(ms: u64, counter: u64, generator: u64, random: u64) -> u128 {
+        let parts = idmint_core::Uuid7Parts { unix_ms: ms, sub_ms: 0, counter, generator, random };
+        idmint_core::Uuid7::from_parts(parts).expect("uuid7").as_u128()
+    }
+
+    #[test]
+    fn uuid7_decoding_agrees_with_the_layout() {
+        let d = Decoding::Uuid7;
+        for (generator, random) in [(0, 0), (1, (1 << 46) - 1), (65_535, 12_345)] {
+            let raw = uuid(T + 123, 4_095, generator, random);
+            assert!(idmint_core::Uuid7::from_u128(raw).is_ok());
+            assert_eq!(d.generator_of(raw), generator);
+            assert_eq!(d.time_of(raw), T + 123);
+            assert_eq!(d.order_key(raw), (u128::from(T + 123) << 12) | 4_095);
+            assert_eq!(d.time_of_key(d.order_key(raw)), T + 123);
+        }
+        // The random bits are no part of the order: a larger random does not make a larger key.
+        assert_eq!(d.order_key(uuid(T, 5, 1, 0)), d.order_key(uuid(T, 5, 1, 99)));
+        assert!(d.order_key(uuid(T, 6, 1, 0)) > d.order_key(uuid(T, 5, 1, (1 << 46) - 1)));
+        assert_eq!(
+            d.show(0x01890a5d_ac96_774b_bcce_b302099a8057),
+            "01890a5d-ac96-774b-bcce-b302099a8057"
+        );
+    }
+
+    /// Hand-made `uuid7` histories: what the checker must say about each.
+    #[test]
+    fn check_reads_uuid7_histories() {
+        let layout = || Event::Layout { name: "uuid7".into() };
+        let clean = check(vec![
+            layout(),
+            claim("s", 3),
+            claim("u", 4),
+            Event::Mark { generator: 3, mark_ms: T + 10 },
+            Event::Mark { generator: 4, mark_ms: T + 10 },
+            invoke("a", "s", 1),
+            ok128("a", 2, &[uuid(T, 0, 3, 77), uuid(T, 1, 3, 5), uuid(T, 4, 3, 1)]),
+            invoke("b", "u", 1),
+            ok128("b", 2, &[uuid(T, 0, 4, 77)]),
+            invoke("a", "s", 3),
+            ok128("a", 4, &[uuid(T + 1, 0, 3, 0)]),
+        ]);
+        assert!(
+            clean.valid && clean.ids == 5 && clean.gaps == 1 && clean.skipped == 2,
+            "{clean:?}"
+        );
+
+        let duplicate = check(vec![
+            layout(),
+            claim("s", 3),
+            claim("u", 3),
+            invoke("a", "s", 1),
+            ok128("a", 2, &[uuid(T, 0, 3, 9)]),
+            invoke("b", "u", 1),
+            ok128("b", 2, &[uuid(T, 0, 3, 9)]),
+        ]);
+        assert!(!duplicate.valid && duplicate.duplicates == 1, "{duplicate:?}");
+        assert!(duplicate.duplicate_examples[0].contains("generator 3"), "{duplicate:?}");
+
+        // A later operation with a larger ID (its random bits) but a smaller (ms, counter).
+        let order = check(vec![
+            layout(),
+            claim("s", 3),
+            invoke("a", "s", 1),
+            ok128("a", 2, &[uuid(T, 9, 3, 0)]),
+            invoke("b", "s", 3),
+            ok128("b", 4, &[uuid(T, 8, 3, (1 << 46) - 1)]),
+        ]);
+        assert!(order.order_violations == 1 && order.duplicates == 0 && !order.valid, "{order:?}");
+
+        // Inside one batch: the same (ms, counter) twice is out of order, random bits aside.
+        let batch = check(vec![
+            layout(),
+            claim("s", 3),
+            invoke("a", "s", 1),
+            ok128("a", 2, &[uuid(T, 9, 3, 1), uuid(T, 9, 3, 2)]),
+        ]);
+        assert!(batch.order_violations == 1 && batch.duplicates == 0, "{batch:?}");
+
+        let unclaimed = check(vec![
+            layout(),
+            claim("s", 3),
+            Event::Mark { generator: 4, mark_ms: T - 1 },
+            invoke("a", "s", 1),
+            ok128("a", 2, &[uuid(T, 0, 4, 0)]),
+        ]);
+        assert!(unclaimed.unclaimed == 1 && unclaimed.above_mark == 1, "{unclaimed:?}");
     }
 
     /// One table: each history and what the checker must say about it.

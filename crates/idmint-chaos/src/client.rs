@@ -146,13 +146,23 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<(u16, Vec
 }
 
 /// The IDs of `{"namespace": ..., "ids": ["1", "2", ...]}`.
-fn parse_ids(body: &[u8]) -> Option<Vec<u64>> {
+fn parse_ids(body: &[u8]) -> Option<Vec<u128>> {
     #[derive(serde::Deserialize)]
     struct Batch {
         ids: Vec<String>,
     }
     let batch: Batch = serde_json::from_slice(body).ok()?;
-    batch.ids.iter().map(|id| id.parse().ok()).collect()
+    batch.ids.iter().map(|id| parse_id(id)).collect()
+}
+
+/// One ID of a JSON batch: a decimal number (64-bit layouts) or a hyphenated UUID (RFC 9562
+/// text, what a `uuid7` namespace answers with `format=uuid`).
+fn parse_id(text: &str) -> Option<u128> {
+    if text.len() == 36 && text.as_bytes()[8] == b'-' {
+        let hex: String = text.chars().filter(|&c| c != '-').collect();
+        return (hex.len() == 32).then(|| u128::from_str_radix(&hex, 16).ok()).flatten();
+    }
+    text.parse().ok()
 }
 
 /// One gRPC client task: `Stream` calls of `count`-ID messages from `addr` until stopped;
@@ -217,7 +227,11 @@ pub(crate) async fn grpc_client(
                 Ok(Ok(Some(batch))) => {
                     shared.record(&[
                         invoke(since),
-                        Event::Ok { client: name.clone(), t, ids: batch.ids },
+                        Event::Ok {
+                            client: name.clone(),
+                            t,
+                            ids: batch.ids.into_iter().map(u128::from).collect(),
+                        },
                     ]);
                     since = t;
                 }
@@ -319,11 +333,11 @@ pub(crate) async fn failover_client(
             }
         };
         let t = shared.recorder.now();
-        let ids: Vec<u64> = ids
+        let ids: Vec<u128> = ids
             .into_iter()
-            .filter_map(|id| match id {
-                idmint_core::AnyId::U64(raw) => Some(raw),
-                idmint_core::AnyId::U128(_) => None,
+            .map(|id| match id {
+                idmint_core::AnyId::U64(raw) => u128::from(raw),
+                idmint_core::AnyId::U128(raw) => raw,
             })
             .collect();
         match error {

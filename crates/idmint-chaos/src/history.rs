@@ -42,8 +42,11 @@ pub(crate) enum Event {
         client: String,
         /// When it returned.
         t: u64,
-        /// The IDs, in the order the server sent them.
-        ids: Vec<u64>,
+        /// The IDs, in the order the server sent them: JSON numbers up to 2^64 − 1 (64-bit
+        /// layouts), decimal strings above (128-bit ones such as `uuid7`; serde's tagged
+        /// enums buffer numbers as at most 64 bits).
+        #[serde(with = "wide")]
+        ids: Vec<u128>,
     },
     /// The operation the client last invoked definitely issued nothing (an error answer).
     Fail {
@@ -105,6 +108,62 @@ pub(crate) enum Event {
         /// What it did.
         detail: String,
     },
+}
+
+/// IDs of up to 128 bits in JSON: a number when it fits 64 bits, else a decimal string.
+mod wide {
+    use serde::{Deserializer, Serializer, de, ser::SerializeSeq};
+
+    pub(super) fn serialize<S: Serializer>(ids: &[u128], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(ids.len()))?;
+        for &id in ids {
+            match u64::try_from(id) {
+                Ok(narrow) => seq.serialize_element(&narrow)?,
+                Err(_) => seq.serialize_element(&id.to_string())?,
+            }
+        }
+        seq.end()
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u128>, D::Error> {
+        struct Ids;
+        impl<'de> de::Visitor<'de> for Ids {
+            type Value = Vec<u128>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of IDs (numbers or decimal strings)")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u128>, A::Error> {
+                let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(id) = seq.next_element::<Id>()? {
+                    ids.push(id.0);
+                }
+                Ok(ids)
+            }
+        }
+        d.deserialize_seq(Ids)
+    }
+
+    /// One ID.
+    struct Id(u128);
+
+    impl<'de> de::Deserialize<'de> for Id {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
+            struct One;
+            impl de::Visitor<'_> for One {
+                type Value = Id;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an ID (a number or a decimal string)")
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Id, E> {
+                    Ok(Id(u128::from(v)))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Id, E> {
+                    v.parse().map(Id).map_err(E::custom)
+                }
+            }
+            d.deserialize_any(One)
+        }
+    }
 }
 
 /// One generator ID as a poll of `idmint lease list` saw it.
@@ -189,7 +248,7 @@ mod tests {
         let recorder = Recorder::create(&path, Instant::now()).expect("create");
         let events = vec![
             Event::Invoke { client: "c".into(), server: "s".into(), t: 1, count: 2, began: None },
-            Event::Ok { client: "c".into(), t: 2, ids: vec![5, 6] },
+            Event::Ok { client: "c".into(), t: 2, ids: vec![5, 6, u128::MAX] },
             Event::Info { client: "c".into(), t: 3, error: "reset".into() },
             Event::Claim { server: "s".into(), generator: 0 },
             Event::Mark { generator: 0, mark_ms: 9 },

@@ -117,6 +117,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         control: Some(Control::Fence),
         run: pause_takeover,
     },
+    Scenario { name: "uuid7", anchor: "T3, T6", control: Some(Control::Fence), run: uuid7 },
     Scenario { name: "etcd-leader-kill", anchor: "T7", control: None, run: etcd_leader_kill },
     Scenario {
         name: "etcd-follower-pause",
@@ -721,6 +722,50 @@ fn pause_takeover(run: &mut Run) -> Result<(), ChaosError> {
     run.nodes[a].resume()?;
     run.fired("sigcont", "s0 SIGCONT".into());
     let d = run.secs(8.0).max(Duration::from_secs(4));
+    run.hold(d);
+    Ok(())
+}
+
+/// T3 and T6 for 128-bit IDs: three servers of a `uuid7` namespace on a one-member etcd
+/// (lease TTL 2 s, 2 s window), two serving generator IDs 0 and 1 (pool 2) and a spare waiting
+/// for one, each under HTTP batch load (the IDs are RFC 9562 text). First s1 is killed
+/// (SIGKILL) and not restarted, so that the spare takes its generator ID over on etcd; then
+/// s0, under libfaketime, is killed and restarted on a new host (a new data directory, which
+/// remembers no mark) with its clock 10 s behind the IDs it issued, and claims generator 0
+/// back. The stored marks keep every claimer above what the generator ID issued; without the
+/// fence (`no-fence`: marks ignored) s0 mints (ms, counter) pairs below its earlier ones. The
+/// 46 random bits make such repeats distinct IDs, so that control is caught by the
+/// per-generator order and the marks, not by duplicates (RELIABILITY.md, "Chaos harness").
+fn uuid7(run: &mut Run) -> Result<(), ChaosError> {
+    run.layout("uuid7")?;
+    run.etcd(1)?;
+    let (endpoints, _) = run.etcd_endpoints(false)?;
+    let pool: &[&str] = &["--layout", "uuid7", "--generator-pool", "2", "--wait-for-claim"];
+    for faketime in [true, false, false] {
+        let args = run.etcd_args(&endpoints, 2, 2_000, pool);
+        run.node(args, faketime)?;
+    }
+    run.start(0)?;
+    run.start(1)?;
+    // The spare finds both generator IDs held: it waits (not ready) for one of them.
+    run.nodes[2].start()?;
+    run.http(0, 2, None);
+    run.http(1, 1, None);
+    run.http(2, 1, None);
+    let d = run.secs(6.0).max(Duration::from_secs(3));
+    run.hold(d);
+    run.nodes[1].kill9();
+    run.fired("kill9", "s1 SIGKILL, not restarted: the spare takes its generator ID".into());
+    let d = run.secs(4.0).max(Duration::from_secs(4));
+    run.hold(d);
+    run.nodes[0].kill9();
+    run.fired("kill9", "s0 SIGKILL".into());
+    run.nodes[0].set_clock(-10.0)?;
+    let fresh = run.dir.join("data-s0-replaced");
+    run.nodes[0].set_flag("--data-dir", &fresh.display().to_string());
+    run.fired("clock_restart_back", "s0 restarts at -10 s on a new host".into());
+    run.nodes[0].start()?;
+    let d = run.secs(7.0).max(Duration::from_secs(4));
     run.hold(d);
     Ok(())
 }
