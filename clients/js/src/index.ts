@@ -28,13 +28,24 @@
  */
 
 import { IdMintError } from "./errors.js";
-import { type NamespaceInfo, type Order, checkBatch, compareDecimal, orderOf } from "./order.js";
+import { type NamespaceInfo, type Order, checkBatch, compareIds, orderOf } from "./order.js";
 
 export { IdMintError, type ErrorKind } from "./errors.js";
 export { type NamespaceInfo, type Order, orderOf, compareDecimal } from "./order.js";
 
 /** How IDs are handed out. */
 export type IdMode = "string" | "bigint" | "number";
+
+/**
+ * The text form the server writes IDs in (its `format=` parameter). `"namespace"` (the default
+ * for `ids: "string"`) takes the namespace's own: a TypeID for a namespace with a `type_prefix`,
+ * a hyphenated UUID for `uuid7`. `ids: "bigint"` and `"number"` need `"decimal"`.
+ *
+ * ```ts
+ * const users = createClient({ endpoints: ["http://127.0.0.1:8080"], namespace: "users", format: "uuid" });
+ * ```
+ */
+export type IdFormat = "namespace" | "decimal" | "uuid" | "ulid" | "typeid" | "hex" | "base32" | "base62";
 
 /** The JavaScript type of an ID in each mode. */
 export type IdOf<M extends IdMode> = M extends "bigint" ? bigint : M extends "number" ? number : string;
@@ -49,6 +60,8 @@ export interface ClientOptions<M extends IdMode = "string"> {
   token?: string;
   /** How IDs are handed out. Default: `"string"`. */
   ids?: M;
+  /** The text form of string IDs (see {@link IdFormat}); default `"namespace"`, `"decimal"` for bigint and number. */
+  format?: IdFormat;
   /** How long one request may take, in ms. Default: 2000. */
   timeoutMs?: number;
   /** How many attempts one call makes before `Unavailable`. Default: 5. */
@@ -143,6 +156,7 @@ export function createClient<M extends IdMode = "string">(options: ClientOptions
 export class Client<T extends string | bigint | number = string> {
   readonly namespace: string;
   readonly mode: IdMode;
+  readonly format: IdFormat;
   private readonly endpoints: Endpoint[];
   private readonly token: string | undefined;
   private readonly timeoutMs: number;
@@ -188,6 +202,13 @@ export class Client<T extends string | bigint | number = string> {
     this.mode = options.ids ?? "string";
     if (!["string", "bigint", "number"].includes(this.mode)) {
       throw bad("`ids` must be \"string\", \"bigint\" or \"number\"");
+    }
+    this.format = options.format ?? (this.mode === "string" ? "namespace" : "decimal");
+    if (!["namespace", "decimal", "uuid", "ulid", "typeid", "hex", "base32", "base62"].includes(this.format)) {
+      throw bad("`format` must be one of namespace, decimal, uuid, ulid, typeid, hex, base32, base62");
+    }
+    if (this.mode !== "string" && this.format !== "decimal") {
+      throw bad(`\`format: "${this.format}"\` needs ids: "string"`);
     }
     const int = (value: number | undefined, fallback: number, min: number, max: number, name: string) => {
       const v = value ?? fallback;
@@ -303,9 +324,10 @@ export class Client<T extends string | bigint | number = string> {
 
   private async fetchBatch(count: number, prefetch: boolean, shardKey: number | null = null): Promise<T[]> {
     const key = shardKey === null ? "" : `&shard_key=${shardKey}`;
-    const path = `/v1/namespaces/${this.namespace}/batch?count=${count}&format=decimal${key}`;
     const ids = await this.call(async (endpoint) => {
       const info = await this.endpointInfo(endpoint, false);
+      const format = this.format === "namespace" ? info.default_format : this.format;
+      const path = `/v1/namespaces/${this.namespace}/batch?count=${count}&format=${encodeURIComponent(format)}${key}`;
       const body = (await this.request(endpoint, path)) as { ids?: unknown };
       const ids = body?.ids;
       if (!Array.isArray(ids) || ids.length !== count) {
@@ -314,7 +336,7 @@ export class Client<T extends string | bigint | number = string> {
         });
       }
       const order = this.order ?? orderOf(info);
-      const bad = checkBatch(ids as string[], order);
+      const bad = checkBatch(ids as string[], order, format);
       if (bad !== null) {
         throw new IdMintError("NotMonotonic", `${endpoint.url} answered a batch out of order: ${bad[0]} then ${bad[1]}`, {
           endpoint: endpoint.url,
@@ -322,7 +344,7 @@ export class Client<T extends string | bigint | number = string> {
       }
       if (prefetch && order === "increasing") {
         const first = ids[0] as string;
-        if (endpoint.lastId !== null && compareDecimal(first, endpoint.lastId) <= 0) {
+        if (endpoint.lastId !== null && compareIds(first, endpoint.lastId, format) <= 0) {
           const before = info.generator_id;
           const now = await this.endpointInfo(endpoint, true);
           if (now.generator_id === before) {

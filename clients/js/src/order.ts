@@ -55,16 +55,28 @@ export function compareDecimal(a: string, b: string): number {
 const DECIMAL = /^(0|[1-9][0-9]{0,38})$/;
 
 /**
+ * Forms whose fixed-width, big-endian text sorts as the number does (a hyphenated UUID, a ULID, a
+ * TypeID of one prefix), so a batch's order can be checked on the text.
+ */
+const SORTABLE = new Set(["uuid", "ulid", "typeid"]);
+
+/** Compares two IDs in `format` as numbers: -1, 0 or 1 (decimal by length, the sortable forms as text). */
+export function compareIds(a: string, b: string, format = "decimal"): number {
+  if (format === "decimal") return compareDecimal(a, b);
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
  * Checks a batch of decimal IDs: each a plain decimal number, and strictly increasing (or free
  * of repeats). Returns the offending pair, or `null`.
  */
-export function checkBatch(ids: readonly string[], order: Order): [string, string] | null {
+export function checkBatch(ids: readonly string[], order: Order, format = "decimal"): [string, string] | null {
   for (const id of ids) {
-    if (typeof id !== "string" || !DECIMAL.test(id)) return [String(id), String(id)];
+    if (typeof id !== "string" || (format === "decimal" ? !DECIMAL.test(id) : id === "")) return [String(id), String(id)];
   }
-  if (order === "increasing") {
+  if (order === "increasing" && (format === "decimal" || SORTABLE.has(format))) {
     for (let i = 1; i < ids.length; i++) {
-      if (compareDecimal(ids[i - 1]!, ids[i]!) >= 0) return [ids[i - 1]!, ids[i]!];
+      if (compareIds(ids[i - 1]!, ids[i]!, format) >= 0) return [ids[i - 1]!, ids[i]!];
     }
   } else {
     const seen = new Set<string>();
