@@ -752,7 +752,7 @@ fn uuid7(run: &mut Run) -> Result<(), ChaosError> {
     run.http(0, 2, None);
     run.http(1, 1, None);
     run.http(2, 1, None);
-    let d = run.secs(6.0).max(Duration::from_secs(3));
+    let d = run.secs(8.0).max(Duration::from_secs(3));
     run.hold(d);
     run.nodes[1].kill9();
     run.fired("kill9", "s1 SIGKILL, not restarted: the spare takes its generator ID".into());
@@ -765,7 +765,7 @@ fn uuid7(run: &mut Run) -> Result<(), ChaosError> {
     run.nodes[0].set_flag("--data-dir", &fresh.display().to_string());
     run.fired("clock_restart_back", "s0 restarts at -10 s on a new host".into());
     run.nodes[0].start()?;
-    let d = run.secs(7.0).max(Duration::from_secs(4));
+    let d = run.secs(10.0).max(Duration::from_secs(4));
     run.hold(d);
     Ok(())
 }
