@@ -117,9 +117,17 @@ pub fn available<T>(started: Result<T, HarnessError>) -> Option<T> {
     }
 }
 
-/// libfaketime's preload library (`libfaketime.so.1`), where Debian's `faketime` package puts
-/// it: `None` when it is not installed. The CLI's tests and the chaos harness run `idmint
-/// serve` under it (`LD_PRELOAD`) to step its wall clock.
+/// libfaketime's thread-safe preload library (`libfaketimeMT.so.1`), where Debian's
+/// `libfaketime` package puts it: `None` when it is not installed. The CLI's tests and the
+/// chaos harness run `idmint serve` under it (`LD_PRELOAD`) to step its wall clock.
+///
+/// Why the `MT` build: with `FAKETIME_NO_CACHE=1` (which the tests need, to see each step at
+/// once), the plain `libfaketime.so.1` re-reads its time file without a lock, and a thread that
+/// reads the clock while another re-parses the offset now and then gets the true clock instead.
+/// Measured with libfaketime 0.9.10: 4 threads reading `CLOCK_REALTIME` 8 M times got the true
+/// time (10 years off) 12,068 times with `libfaketime.so.1` and 0 times with
+/// `libfaketimeMT.so.1`. One such reading inside a server is a 10-year clock step the test
+/// never made.
 ///
 /// # Example
 ///
@@ -127,7 +135,7 @@ pub fn available<T>(started: Result<T, HarnessError>) -> Option<T> {
 /// use idmint_coord::testing::libfaketime;
 ///
 /// if let Some(library) = libfaketime() {
-///     assert!(library.ends_with("libfaketime.so.1"));
+///     assert!(library.ends_with("libfaketimeMT.so.1"));
 /// }
 /// ```
 pub fn libfaketime() -> Option<PathBuf> {
@@ -136,7 +144,7 @@ pub fn libfaketime() -> Option<PathBuf> {
     if let Ok(entries) = std::fs::read_dir("/usr/lib") {
         dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
     }
-    dirs.into_iter().map(|d| d.join("libfaketime.so.1")).find(|p| p.is_file())
+    dirs.into_iter().map(|d| d.join("libfaketimeMT.so.1")).find(|p| p.is_file())
 }
 
 /// The full path of `program` on `PATH`.

@@ -144,7 +144,7 @@ fn serve_faked(faked: Faked, offset: &str, extra: &[&str]) -> Option<FakedServe>
         let hint = "install Debian's `faketime` package (scripts/test-all does)";
         let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
         assert!(!in_ci, "libfaketime is required under CI=true: {hint}");
-        note(&format!("SKIPPED: libfaketime.so.1 not found; {hint}"));
+        note(&format!("SKIPPED: libfaketimeMT.so.1 not found; {hint}"));
         return None;
     };
     let dir = tempfile::tempdir().expect("temporary directory");

@@ -343,7 +343,7 @@ mod on_etcd {
             assert!(!testing::in_ci(), "libfaketime is required under CI=true: {hint}");
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("skipping: libfaketime.so.1 not found; {hint}");
+                eprintln!("skipping: libfaketimeMT.so.1 not found; {hint}");
             }
         }
         lib

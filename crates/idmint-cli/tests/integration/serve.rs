@@ -140,7 +140,7 @@ fn missing_tool(what: &str) {
 #[test]
 fn restart_under_libfaketime_60s_back_issues_only_higher_ids() {
     let Some(lib) = libfaketime() else {
-        missing_tool("libfaketime (libfaketime.so.1)");
+        missing_tool("libfaketime (libfaketimeMT.so.1)");
         return;
     };
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -467,7 +467,7 @@ fn a_live_copy_of_the_data_dir_is_refused() {
 #[test]
 fn a_restored_older_copy_with_the_clock_60s_back_is_refused() {
     let Some(lib) = libfaketime() else {
-        missing_tool("libfaketime (libfaketime.so.1)");
+        missing_tool("libfaketime (libfaketimeMT.so.1)");
         return;
     };
     let root = tempfile::tempdir().expect("temporary directory");
