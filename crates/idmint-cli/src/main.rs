@@ -21,6 +21,7 @@ mod layout_arg;
 mod layouts;
 mod lease;
 mod logging;
+mod memory;
 mod public_ids;
 mod serve;
 
