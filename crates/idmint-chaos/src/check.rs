@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use idmint_core::Snowflake;
+use idmint_core::{Snowflake, Uuid7, Uuid7Parts, Uuid7Split};
 use serde::Serialize;
 
 use crate::history::{Event, Holding};
@@ -19,16 +19,6 @@ use crate::history::{Event, Holding};
 const SEQUENCE_BITS: u32 = 12;
 /// The generator ID (datacenter and worker, 10 bits) sits above the sequence.
 const GENERATOR_MASK: u128 = (1 << 10) - 1;
-/// `uuid7` (RFC 9562 UUIDv7, idmint's default split): the 48-bit Unix ms starts at bit 80.
-const UUID7_MS_SHIFT: u32 = 80;
-/// `uuid7`: the 12-bit counter (`rand_a`) sits at bits 75..=64, under the version nibble.
-const UUID7_COUNTER_SHIFT: u32 = 64;
-/// `uuid7`: the counter's bits.
-const UUID7_COUNTER_BITS: u32 = 12;
-/// `uuid7`: the 16 generator bits sit above the 46 random bits, under the variant.
-const UUID7_GENERATOR_SHIFT: u32 = 46;
-/// `uuid7`: the generator ID's mask.
-const UUID7_GENERATOR_MASK: u128 = (1 << 16) - 1;
 /// How many examples of each kind of violation a report keeps.
 const EXAMPLES: usize = 5;
 
@@ -62,7 +52,7 @@ impl Decoding {
     pub(crate) fn generator_of(self, id: u128) -> u64 {
         let generator = match self {
             Decoding::Snowflake => (id >> SEQUENCE_BITS) & GENERATOR_MASK,
-            Decoding::Uuid7 => (id >> UUID7_GENERATOR_SHIFT) & UUID7_GENERATOR_MASK,
+            Decoding::Uuid7 => return uuid7_parts(id).generator,
             Decoding::Opaque => 0,
         };
         u64::try_from(generator).unwrap_or(u64::MAX)
@@ -72,7 +62,7 @@ impl Decoding {
     pub(crate) fn time_of(self, id: u128) -> u64 {
         let ms = match self {
             Decoding::Snowflake => (id >> 22) + u128::from(Snowflake::EPOCH_MS),
-            Decoding::Uuid7 => id >> UUID7_MS_SHIFT,
+            Decoding::Uuid7 => return uuid7_parts(id).unix_ms,
             Decoding::Opaque => 0,
         };
         u64::try_from(ms).unwrap_or(u64::MAX)
@@ -84,8 +74,8 @@ impl Decoding {
         match self {
             Decoding::Snowflake | Decoding::Opaque => id,
             Decoding::Uuid7 => {
-                let counter = (id >> UUID7_COUNTER_SHIFT) & ((1 << UUID7_COUNTER_BITS) - 1);
-                ((id >> UUID7_MS_SHIFT) << UUID7_COUNTER_BITS) | counter
+                let parts = uuid7_parts(id);
+                (u128::from(parts.unix_ms) << uuid7_counter_bits()) | u128::from(parts.counter)
             }
         }
     }
@@ -93,7 +83,7 @@ impl Decoding {
     /// The Unix ms of an order key (the time part of what [`Decoding::order_key`] returns).
     fn time_of_key(self, key: u128) -> u64 {
         match self {
-            Decoding::Uuid7 => u64::try_from(key >> UUID7_COUNTER_BITS).unwrap_or(u64::MAX),
+            Decoding::Uuid7 => u64::try_from(key >> uuid7_counter_bits()).unwrap_or(u64::MAX),
             Decoding::Snowflake | Decoding::Opaque => self.time_of(key),
         }
     }
@@ -101,10 +91,10 @@ impl Decoding {
     /// An ID as a report shows it: a number, or a `uuid7` in RFC 9562 hex.
     fn show(self, id: u128) -> String {
         match self {
-            Decoding::Uuid7 => {
-                let h = format!("{id:032x}");
-                format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
-            }
+            Decoding::Uuid7 => match Uuid7::from_u128(id) {
+                Ok(uuid) => uuid.to_string(),
+                Err(_) => format!("{id:#034x} (not a UUIDv7)"),
+            },
             Decoding::Snowflake | Decoding::Opaque => id.to_string(),
         }
     }
@@ -114,12 +104,30 @@ impl Decoding {
         match self {
             Decoding::Uuid7 => format!(
                 "(ms {}, counter {})",
-                key >> UUID7_COUNTER_BITS,
-                key & ((1 << UUID7_COUNTER_BITS) - 1)
+                key >> uuid7_counter_bits(),
+                key & ((1 << uuid7_counter_bits()) - 1)
             ),
             Decoding::Snowflake | Decoding::Opaque => format!("id {key}"),
         }
     }
+}
+
+/// The counter's bits in idmint's default `uuid7` split: an order key is (ms, counter).
+fn uuid7_counter_bits() -> u32 {
+    Uuid7Split::default().counter_bits
+}
+
+/// The fields of a `uuid7` ID in idmint's default split, read by idmint-core; an ID whose
+/// version or variant is wrong reads as generator `u64::MAX` at time 0, which the claim and
+/// order checks then report.
+fn uuid7_parts(id: u128) -> Uuid7Parts {
+    Uuid7::from_u128(id).map(Uuid7::into_parts).unwrap_or(Uuid7Parts {
+        unix_ms: 0,
+        sub_ms: 0,
+        counter: 0,
+        generator: u64::MAX,
+        random: 0,
+    })
 }
 
 /// One operation's IDs of one generator ID: (invoked, returned, smallest, largest, operation).
