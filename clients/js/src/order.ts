@@ -16,34 +16,22 @@ export interface NamespaceInfo {
   generators: number;
   auth: boolean;
   source: string;
+  /** `increasing`, `periodic`, `sharded`, `k-sorted` or `unordered`. */
+  order?: string;
   [key: string]: unknown;
 }
 
 /** `increasing`: every batch strictly increasing; `distinct`: only no ID twice. */
 export type Order = "increasing" | "distinct";
 
-/** The order of a namespace's IDs, from its source and layout fingerprint. */
+/**
+ * The order of a namespace's IDs, as the server says (`order` in `GET /v1/namespaces`, from the
+ * layout and the source). Only `increasing` gives batches an order to check; `periodic`,
+ * `sharded`, `k-sorted`, `unordered` and anything else (a server that predates the field sends
+ * nothing) need only distinct IDs. The same rule as idmint-client's `order_of`.
+ */
 export function orderOf(info: NamespaceInfo): Order {
-  // Redis nodes each have their own clock: batches from several nodes interleave.
-  if (info.source === "redis") return "distinct";
-  const fp = info.fingerprint;
-  if (fp.startsWith("decimal-id/") || fp.startsWith("hot-guid/") || fp.startsWith("sequence/")) {
-    return "increasing";
-  }
-  if (info.layout === "trace-id" || fp.startsWith("trace-id/")) return "distinct";
-  const parts = fp.split("/");
-  if (parts.length !== 5) return "distinct";
-  const [, width, epoch, tick, fields] = parts as [string, string, string, string, string];
-  if (!width.endsWith("b") || !epoch.startsWith("epoch=") || !tick.startsWith("tick=")) {
-    return "distinct";
-  }
-  const roles = fields
-    .split(",")
-    .map((f) => f.slice(f.lastIndexOf(":") + 1))
-    .filter((role) => role !== "node");
-  return roles.length === 2 && roles[0] === "time" && roles[1] === "sequence"
-    ? "increasing"
-    : "distinct";
+  return info.order === "increasing" ? "increasing" : "distinct";
 }
 
 /** Compares two decimal strings without leading zeros as numbers: -1, 0 or 1. */

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { createClient, IdMintError } from "../dist/index.js";
+import { createClient, IdMintError, orderOf } from "../dist/index.js";
 import { fakeServer, startIdmint } from "./harness.mjs";
 
 const TOKEN = "s3cret-js";
@@ -37,6 +37,7 @@ const SNOWFLAKE_INFO = {
   generators: 1024,
   auth: false,
   source: "generator",
+  order: "increasing",
 };
 
 /** The snowflake generator ID (datacenter and worker) of an ID. */
@@ -51,6 +52,18 @@ function assertUnique(ids, what) {
   }
   return seen.size;
 }
+
+test("the order of a namespace is what the server says: only `increasing` is checked for order", () => {
+  const check = (order, want) => assert.equal(orderOf({ ...SNOWFLAKE_INFO, order }), want, String(order));
+  check("increasing", "increasing");
+  check("k-sorted", "distinct");
+  check("periodic", "distinct");
+  check("sharded", "distinct");
+  check("unordered", "distinct");
+  check("", "distinct");
+  check(undefined, "distinct");
+  check("something else", "distinct");
+});
 
 describe("against one real server", () => {
   let server;

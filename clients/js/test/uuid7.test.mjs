@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createClient } from "../dist/index.js";
-import { startIdmint } from "./harness.mjs";
+import { fakeServer, startIdmint } from "./harness.mjs";
 
 const TOML = '[[server.namespaces]]\nname = "users"\nlayout = "uuid7"\ntype_prefix = "user"\ngenerator_id = 1\n';
 const FORMS = {
@@ -34,6 +34,28 @@ test("uuid7 with type_prefix: every form from next() and batch(), BigInt exact, 
     const number = createClient({ endpoints: [server.url], namespace: "users", ids: "number" });
     await assert.rejects(number.next(), (e) => e.kind === "NotJsSafe");
     number.close();
+
+    // The server says the namespace is `increasing`, so batches are checked for order: a
+    // server that answers the same real IDs swapped is refused, in order they pass.
+    const info = (await (await fetch(`${server.url}/v1/namespaces`)).json()).namespaces.find((n) => n.name === "users");
+    assert.equal(info.order, "increasing");
+    const real = createClient({ endpoints: [server.url], namespace: "users", format: "uuid" });
+    const pair = await real.batch(2);
+    real.close();
+    let answer = pair;
+    const liar = await fakeServer((req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ namespace: "users", ids: answer }));
+    }, [info]);
+    try {
+      const client = createClient({ endpoints: [liar.url], namespace: "users", format: "uuid" });
+      assert.deepEqual(await client.batch(2), pair);
+      answer = [pair[1], pair[0]];
+      await assert.rejects(client.batch(2), (e) => e.kind === "NotMonotonic");
+      client.close();
+    } finally {
+      await liar.close();
+    }
   } finally {
     await server.stop();
   }
