@@ -10,15 +10,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use idmint_core::{Snowflake, Uuid7, Uuid7Parts, Uuid7Split};
+use idmint_core::{Snowflake, SnowflakeParts, Uuid7, Uuid7Parts, Uuid7Split};
 use serde::Serialize;
 
 use crate::history::{Event, Holding};
 
-/// The snowflake layout's sequence bits: an ID's lowest 12 bits.
-const SEQUENCE_BITS: u32 = 12;
-/// The generator ID (datacenter and worker, 10 bits) sits above the sequence.
-const GENERATOR_MASK: u128 = (1 << 10) - 1;
 /// How many examples of each kind of violation a report keeps.
 const EXAMPLES: usize = 5;
 
@@ -50,22 +46,25 @@ impl Decoding {
 
     /// The generator ID an ID was minted under.
     pub(crate) fn generator_of(self, id: u128) -> u64 {
-        let generator = match self {
-            Decoding::Snowflake => (id >> SEQUENCE_BITS) & GENERATOR_MASK,
-            Decoding::Uuid7 => return uuid7_parts(id).generator,
+        match self {
+            Decoding::Snowflake => {
+                let parts = snowflake_parts(id);
+                parts.datacenter << Snowflake::WORKER_BITS | parts.worker
+            }
+            Decoding::Uuid7 => uuid7_parts(id).generator,
             Decoding::Opaque => 0,
-        };
-        u64::try_from(generator).unwrap_or(u64::MAX)
+        }
     }
 
     /// The Unix ms of an ID.
     pub(crate) fn time_of(self, id: u128) -> u64 {
-        let ms = match self {
-            Decoding::Snowflake => (id >> 22) + u128::from(Snowflake::EPOCH_MS),
-            Decoding::Uuid7 => return uuid7_parts(id).unix_ms,
+        match self {
+            Decoding::Snowflake => {
+                snowflake_parts(id).timestamp.saturating_add(Snowflake::EPOCH_MS)
+            }
+            Decoding::Uuid7 => uuid7_parts(id).unix_ms,
             Decoding::Opaque => 0,
-        };
-        u64::try_from(ms).unwrap_or(u64::MAX)
+        }
     }
 
     /// What must grow per generator ID: the whole snowflake ID; of a `uuid7`, the
@@ -110,6 +109,20 @@ impl Decoding {
             Decoding::Snowflake | Decoding::Opaque => format!("id {key}"),
         }
     }
+}
+
+/// The fields of a snowflake ID, read by idmint-core (the generator ID is the datacenter and
+/// worker together, 10 bits); a value that is no snowflake ID (0, or wider than 63 bits) reads
+/// as datacenter and worker `u64::MAX` at time `u64::MAX`, which the claim and mark checks
+/// then report.
+fn snowflake_parts(id: u128) -> SnowflakeParts {
+    let parsed = u64::try_from(id).ok().and_then(|raw| Snowflake::try_from(raw).ok());
+    parsed.map(Snowflake::into_parts).unwrap_or(SnowflakeParts {
+        timestamp: u64::MAX,
+        datacenter: u64::MAX,
+        worker: u64::MAX,
+        sequence: 0,
+    })
 }
 
 /// The counter's bits in idmint's default `uuid7` split: an order key is (ms, counter).

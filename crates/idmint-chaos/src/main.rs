@@ -1,4 +1,4 @@
-//! `idmint-chaos`: the chaos harness of idmint (RELIABILITY.md, "Chaos harness"). `run` starts real `idmint serve`
+//! `idmint-chaos`: the chaos harness of idmint (RELIABILITY.md, "Chaos harness (process level)"). `run` starts real `idmint serve`
 //! processes (and etcd) on loopback, drives clients that record Jepsen-style histories,
 //! fires seeded nemeses (SIGKILL, SIGSTOP, clock steps under libfaketime, etcd member and
 //! leader kills, partitions through a TCP proxy), checks every history, and runs negative

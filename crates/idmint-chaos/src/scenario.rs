@@ -1,4 +1,4 @@
-//! The scenarios (RELIABILITY.md, "Chaos harness") and what runs them: a [`Run`] starts etcd, servers,
+//! The scenarios (RELIABILITY.md, "Chaos harness (process level)") and what runs them: a [`Run`] starts etcd, servers,
 //! proxies and clients, lets a scenario fire its nemeses on a seeded schedule, then stops
 //! everything, adds the servers' claims and the stored marks to the history, and checks it.
 
@@ -363,13 +363,7 @@ impl Run {
 
     fn sample_rss(&mut self) {
         for node in &self.nodes {
-            if let Some(pid) = node.pid()
-                && let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                && let Some(kib) = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            {
+            if let Some(kib) = node.pid().and_then(rss_kib) {
                 self.max_rss_kib = self.max_rss_kib.max(kib);
                 let minute = self.started.elapsed().as_secs() / 60;
                 let slot = self.rss_by_minute.entry(minute).or_default();
@@ -735,7 +729,7 @@ fn pause_takeover(run: &mut Run) -> Result<(), ChaosError> {
 /// back. The stored marks keep every claimer above what the generator ID issued; without the
 /// fence (`no-fence`: marks ignored) s0 mints (ms, counter) pairs below its earlier ones. The
 /// 46 random bits make such repeats distinct IDs, so that control is caught by the
-/// per-generator order and the marks, not by duplicates (RELIABILITY.md, "Chaos harness").
+/// per-generator order and the marks, not by duplicates (RELIABILITY.md, "Chaos harness (process level)").
 fn uuid7(run: &mut Run) -> Result<(), ChaosError> {
     run.layout("uuid7")?;
     run.etcd(1)?;
@@ -961,43 +955,42 @@ fn grpc_flood(run: &mut Run) -> Result<(), ChaosError> {
     ];
     for (kind, flood) in floods {
         let before = rss_kib(pid);
-        let mut peak = before;
+        let mut peak = before.unwrap_or(0);
         let hold = Duration::from_secs(5);
         let flooding = run.runtime.spawn(flood.run(target, hold));
         run.fired(kind, format!("{flood:?} on {target}, held {hold:?}"));
         while !flooding.is_finished() {
             run.hold(Duration::from_millis(250));
-            peak = peak.max(rss_kib(pid));
+            peak = peak.max(rss_kib(pid).unwrap_or(0));
         }
         let opened = run.runtime.block_on(flooding).unwrap_or_default();
         run.hold(Duration::from_secs(2));
         run.fired(
             "flood_end",
             format!(
-                "{kind}: {} connections and {} streams opened, {} refused; server RSS {} KiB before, {} KiB peak, {} KiB 2 s after",
+                "{kind}: {} connections and {} streams opened, {} refused; server RSS {} KiB before, {peak} KiB peak, {} KiB 2 s after",
                 opened.connections,
                 opened.streams,
                 opened.refused,
-                before,
-                peak,
-                rss_kib(pid)
+                kib_or_unread(before),
+                kib_or_unread(rss_kib(pid))
             ),
         );
     }
     Ok(())
 }
 
-/// A process's resident set, in KiB (0 when it cannot be read).
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
+/// A resident size for a report line: its KiB, or `unread`.
+fn kib_or_unread(kib: Option<u64>) -> String {
+    kib.map_or_else(|| "unread".to_owned(), |kib| kib.to_string())
+}
+
+/// A process's resident set, in KiB (`VmRSS` in its `/proc/<pid>/status`), or `None` when it
+/// cannot be read (the process is gone).
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    kib.split_whitespace().next()?.parse().ok()
 }
 
 /// The nemesis counts of several outcomes.

@@ -19,6 +19,8 @@
 
 use std::time::Duration;
 
+use idmint_server::resident_bytes;
+
 /// How often the resident size is read.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(2);
 /// How far above the floor the resident size must be for a trim, in bytes.
@@ -95,14 +97,6 @@ pub(crate) async fn trim_after_bursts() {
             "gave freed memory back to the kernel"
         );
     }
-}
-
-/// The resident size of this process, from `/proc/self/status`.
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|line| line.strip_prefix("VmRSS:"))?;
-    let kb: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    Some(kb * 1024)
 }
 
 /// `malloc_trim(0)`: every arena gives its free pages back to the kernel.

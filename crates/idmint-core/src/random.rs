@@ -1,48 +1,51 @@
-//! The random bits of minted IDs (UUIDv7's `rand_b`): a per-thread ChaCha12 stream keyed from
+//! The random bits of minted IDs (UUIDv7's `rand_b`): a per-thread ChaCha8 stream keyed from
 //! the operating system's CSPRNG, read ahead in blocks so that a draw is a load and an add.
 //!
-//! Each thread keys its own ChaCha12 (`rand`'s `StdRng`) with 32 bytes from `getrandom` on its
-//! first draw, and again after every [`RESEED_BYTES`] it has given (as `rand`'s `ThreadRng`
-//! does), so a process that forks or runs long never shares or keeps a stream for long. The
-//! stream is read [`BLOCK_BYTES`] at a time into a buffer; a draw takes the next 8 bytes. A
-//! byte is never handed out twice: the index only moves up, and a refill overwrites the whole
-//! buffer. Nothing here reads a clock or sleeps; the only I/O is the `getrandom` call that keys
-//! a stream, once per [`RESEED_BYTES`].
+//! Each thread keys its own ChaCha8 (`rand`'s `ChaCha8Rng`) with 32 bytes from `getrandom` on
+//! its first draw, and again after every [`RESEED_BYTES`] it has given (as `rand`'s
+//! `ThreadRng` does), so a process that forks or runs long never shares or keeps a stream for
+//! long. The stream is read [`BLOCK_BYTES`] at a time into a buffer; a draw takes the next 8
+//! bytes. A byte is never handed out twice: the index only moves up, and a refill overwrites
+//! the whole buffer. Nothing here reads a clock or sleeps; the only I/O is the `getrandom` call
+//! that keys a stream, once per [`RESEED_BYTES`]. Why eight rounds and 1 KiB at a time:
+//! DESIGN.md, "Why does `uuid7` use a dedicated counter (RFC 9562 §6.2 method 1), and where do
+//! its bits go?".
 
 use std::cell::{Cell, RefCell};
 
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{RngExt, SeedableRng, rngs::ChaCha8Rng};
 
 use crate::error::Error;
 
 /// How many bytes a stream gives before it is keyed again from the OS.
 const RESEED_BYTES: usize = 64 * 1024;
 
-/// How many bytes of the stream a refill reads ahead: four ChaCha blocks, one pass of its
-/// vectorised core.
-const BLOCK_BYTES: usize = 256;
+/// How many bytes of the stream a refill reads ahead: sixteen ChaCha blocks, four passes of its
+/// vectorised core, so that the fixed cost of a refill (the call, the copy) is shared by 128
+/// draws.
+const BLOCK_BYTES: usize = 1024;
 
 /// The words of a read-ahead.
 const WORDS: usize = BLOCK_BYTES / 8;
 
 /// One thread's read-ahead: the stream's next words, `words[used..]` not yet handed out. Made
 /// of `Cell`s and with nothing to drop, so reaching it is an address computation and a draw is
-/// a compare, a load and a store.
+/// a compare, a load and a store; a refill is the stream's `fill` and one copy.
 struct Ahead {
-    words: [Cell<u64>; WORDS],
+    words: Cell<[u64; WORDS]>,
     used: Cell<usize>,
 }
 
 /// One thread's stream: keyed from the OS on first use and after [`RESEED_BYTES`].
 struct Stream {
-    rng: Option<StdRng>,
+    rng: Option<ChaCha8Rng>,
     /// Bytes read from `rng` since it was keyed.
     read: usize,
 }
 
 thread_local! {
     static AHEAD: Ahead = const {
-        Ahead { words: [const { Cell::new(0) }; WORDS], used: Cell::new(WORDS) }
+        Ahead { words: Cell::new([0; WORDS]), used: Cell::new(WORDS) }
     };
     static STREAM: RefCell<Stream> = const { RefCell::new(Stream { rng: None, read: 0 }) };
 }
@@ -71,7 +74,7 @@ impl Ahead {
     #[inline(always)]
     fn draw(
         &self,
-        refill: impl FnOnce(&[Cell<u64>; WORDS]) -> Result<(), Error>,
+        refill: impl FnOnce(&Cell<[u64; WORDS]>) -> Result<(), Error>,
     ) -> Result<u64, Error> {
         let mut at = self.used.get();
         if at >= WORDS {
@@ -79,7 +82,8 @@ impl Ahead {
             at = 0;
         }
         self.used.set(at + 1);
-        Ok(self.words[at].get())
+        let words: &Cell<[u64]> = &self.words;
+        Ok(words.as_slice_of_cells()[at].get())
     }
 }
 
@@ -90,7 +94,7 @@ impl Stream {
     #[inline(never)]
     fn fill(
         &mut self,
-        words: &[Cell<u64>; WORDS],
+        words: &Cell<[u64; WORDS]>,
         key: impl FnOnce() -> Result<[u8; 32], Error>,
     ) -> Result<(), Error> {
         if self.read >= RESEED_BYTES {
@@ -99,18 +103,14 @@ impl Stream {
         let rng = match &mut self.rng {
             Some(rng) => rng,
             none => {
-                let fresh = StdRng::from_seed(key()?);
+                let fresh = ChaCha8Rng::from_seed(key()?);
                 self.read = 0;
                 none.insert(fresh)
             }
         };
-        let mut bytes = [0; BLOCK_BYTES];
-        rng.fill_bytes(&mut bytes);
-        for (word, chunk) in words.iter().zip(bytes.chunks_exact(8)) {
-            let mut le = [0; 8];
-            le.copy_from_slice(chunk);
-            word.set(u64::from_le_bytes(le));
-        }
+        let mut fresh = [0; WORDS];
+        rng.fill(&mut fresh);
+        words.set(fresh);
         self.read += BLOCK_BYTES;
         Ok(())
     }
@@ -118,20 +118,22 @@ impl Stream {
 
 #[cfg(test)]
 mod tests {
+    use rand::Rng;
+
     use super::*;
 
     /// A fresh read-ahead and stream, as a thread starts with, but not thread-local.
     fn fresh() -> (Ahead, Stream) {
         (
-            Ahead { words: [const { Cell::new(0) }; WORDS], used: Cell::new(WORDS) },
+            Ahead { words: Cell::new([0; WORDS]), used: Cell::new(WORDS) },
             Stream { rng: None, read: 0 },
         )
     }
 
-    /// The first `n` words of the ChaCha12 stream of `key`, as the read-ahead hands them out.
+    /// The first `n` words of the ChaCha8 stream of `key`, as the read-ahead hands them out.
     fn stream(key: [u8; 32], n: usize) -> Vec<u64> {
         let mut bytes = vec![0; n * 8];
-        StdRng::from_seed(key).fill_bytes(&mut bytes);
+        ChaCha8Rng::from_seed(key).fill_bytes(&mut bytes);
         bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
     }
 

@@ -2,7 +2,7 @@
 //! configurable split of the 74 bits after the timestamp ([`Uuid7Split`]), its lock-free
 //! sans-I/O generator, and the `uuid7` layout. Unique across a fleet by construction (the
 //! generator ID), strictly increasing per generator (a dedicated counter, RFC 9562 §6.2
-//! method 1), and unpredictable beyond the counter (random bits from ChaCha12 keyed from the OS
+//! method 1), and unpredictable beyond the counter (random bits from ChaCha8 keyed from the OS
 //! CSPRNG).
 
 use std::{fmt, iter::FusedIterator, str::FromStr, sync::Arc};
@@ -227,7 +227,7 @@ const fn payload_of(value: u128) -> u128 {
 /// | 75..=64 | `counter`: orders the IDs of one millisecond | `rand_a` | 12 |
 /// | 63..=62 | variant, always `10` | `var` | 2 |
 /// | 61..=46 | `generator`: the claimed generator ID | `rand_b` (top) | 16 |
-/// | 45..=0 | `random`: ChaCha12 keyed from the OS CSPRNG | `rand_b` (rest) | 46 |
+/// | 45..=0 | `random`: ChaCha8 keyed from the OS CSPRNG | `rand_b` (rest) | 46 |
 ///
 /// Other splits move the boundaries after bit 76 (a `sub_ms` field, then `counter`,
 /// `generator` and `random`, in that order, jumping over the variant); see
@@ -757,7 +757,7 @@ mod uuid_impls {
 ///   strictly after the mark, and [`set_ceiling_ms`](Self::set_ceiling_ms) stops it past the
 ///   mark it may issue up to: strictly increasing across restarts, as for the 64-bit layouts.
 ///
-/// The random bits come from a ChaCha12 stream per thread, keyed from the OS CSPRNG
+/// The random bits come from a ChaCha8 stream per thread, keyed from the OS CSPRNG
 /// (`getrandom`) and re-keyed every 64 KiB.
 ///
 /// # Example

@@ -122,7 +122,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// How many connections one client IP address may hold open at once, on both ports
     /// together; further ones are closed at once. `None` or 0: no cap (behind a proxy that
-    /// connects from one address). Default: 256 (DESIGN.md, "One admission for both ports").
+    /// connects from one address). Default: 256 (DESIGN.md, "Why does the gRPC port share the
+    /// HTTP port's admission?").
     pub max_connections_per_ip: Option<usize>,
     /// The listen backlog of the CLI's listeners ([`crate::bind_with_backlog`]): connections
     /// the kernel completes before they are accepted, so a burst waits instead of being

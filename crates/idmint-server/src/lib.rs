@@ -92,6 +92,7 @@ pub use crate::{
         PublicIdsSettings, SegmentSettings, ServerConfig, ShardKeys, Source,
     },
     error::Error,
+    metrics::resident_bytes,
     namespace::load_public_id_keys,
     openapi::OPENAPI,
     server::{Server, ShutdownStep},

@@ -495,6 +495,27 @@ pub(crate) fn render_process(out: &mut String) {
 /// code to ask).
 const CLOCK_TICKS_PER_SECOND: u64 = 100;
 
+/// The resident size of this process in bytes, as `/metrics` reports it
+/// (`process_resident_memory_bytes`): `VmRSS` in `/proc/self/status`. `None` where that file
+/// is not there or not as Linux writes it.
+///
+/// # Example
+///
+/// ```
+/// if let Some(bytes) = idmint_server::resident_bytes() {
+///     assert!(bytes > 0);
+/// }
+/// ```
+pub fn resident_bytes() -> Option<u64> {
+    vm_rss_bytes(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// `VmRSS` of a `/proc/<pid>/status` text, in bytes (the file gives kB).
+fn vm_rss_bytes(status: &str) -> Option<u64> {
+    let kb = status.lines().find_map(|line| line.strip_prefix("VmRSS:"))?;
+    kb.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?.checked_mul(1024)
+}
+
 /// What `/proc/self` says about this process.
 #[derive(Debug, PartialEq, Eq)]
 struct Process {
@@ -529,14 +550,7 @@ impl Process {
         let fields: Vec<&str> = after.split_whitespace().collect();
         let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
         let cpu_ticks = field(14)?.checked_add(field(15)?)?;
-        let resident_kb = status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))?
-            .trim()
-            .strip_suffix("kB")?
-            .trim()
-            .parse::<u64>()
-            .ok()?;
+        let resident_bytes = vm_rss_bytes(status)?;
         let boot_secs = proc_stat.and_then(|text| {
             text.lines().find_map(|line| line.strip_prefix("btime "))?.trim().parse::<u64>().ok()
         });
@@ -547,7 +561,7 @@ impl Process {
             let line = text.lines().find(|line| line.starts_with("Max open files"))?;
             line["Max open files".len()..].split_whitespace().next()?.parse::<u64>().ok()
         });
-        Some(Process { cpu_ticks, resident_bytes: resident_kb * 1024, open_fds, max_fds, start_ms })
+        Some(Process { cpu_ticks, resident_bytes, open_fds, max_fds, start_ms })
     }
 }
 
