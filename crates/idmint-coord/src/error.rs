@@ -71,7 +71,7 @@ pub enum Error {
     /// The etcd cluster answering is not the one the stored marks were written on: the data
     /// were restored from a snapshot or copied into another cluster, so the marks may be
     /// behind IDs already issued. Nothing is claimed until an operator raises every mark with
-    /// `idmint lease adopt-cluster` (RELIABILITY.md, "etcd restored from a snapshot").
+    /// `idmint lease adopt-cluster` (RELIABILITY.md, "etcd restored from a snapshot (T21)").
     #[error(
         "etcd cluster {live:016x} is not the cluster {recorded:016x} that the marks under `{key}` were written on: it was restored from a snapshot or the keys were copied, so the marks may be behind ids already issued; nothing is claimed until `idmint lease adopt-cluster` raises every mark past them (see RELIABILITY.md)"
     )]

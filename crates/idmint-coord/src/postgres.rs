@@ -53,7 +53,7 @@ pub const DEFAULT_PROMOTION_MARGIN: u64 = 1_000_000_000;
 /// The default promotion margin of counters (DecimalId launch IDs, taken once per start).
 pub const DEFAULT_PROMOTION_COUNTER_MARGIN: u64 = 100;
 /// The default promotion margin of generator-ID marks: 60 s (DESIGN.md, "Generator-ID leases
-/// in Postgres").
+/// in Postgres: how are claims timed and fenced without trusting clocks?").
 pub const DEFAULT_PROMOTION_MARK_MARGIN_MS: u64 = 60_000;
 
 /// Settings of a [`PostgresStore`]. Build it with struct-update syntax from

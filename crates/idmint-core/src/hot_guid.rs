@@ -641,8 +641,8 @@ impl HotGuidGenerator {
     /// generator, whatever the key: the key only fills the `shard_key` bytes. So the HotGuids
     /// of one generator are unique and increasing even with the shard key left out of the
     /// comparison, and calls with different keys interleave in one increasing order (the
-    /// process bytes, compared before the counter, are fixed). See DESIGN.md, "Shard keys per
-    /// request".
+    /// process bytes, compared before the counter, are fixed). See DESIGN.md, "Why does a shard key
+    /// per request not touch uniqueness?".
     ///
     /// # Errors
     ///

@@ -1,4 +1,4 @@
-//! The restore guard (RELIABILITY.md, "etcd restored from a snapshot"): the etcd cluster ID that the marks were written on,
+//! The restore guard (RELIABILITY.md, "etcd restored from a snapshot (T21)"): the etcd cluster ID that the marks were written on,
 //! recorded in one key, so that marks restored from a snapshot, or copied into another
 //! cluster, are refused until an operator raises every one of them ([`adopt`]).
 //!

@@ -86,7 +86,7 @@ pub struct PostgresLeaseOptions {
     /// Subtracted from the lease to get the holder's own deadline, published as
     /// [`ClaimState::Held`]`{ until }`: `until = send time of the last successful renewal +
     /// ttl − margin`. Default 1 s; at most half the TTL (DESIGN.md, "Generator-ID leases in
-    /// Postgres").
+    /// Postgres: how are claims timed and fenced without trusting clocks?").
     pub margin: Duration,
 }
 

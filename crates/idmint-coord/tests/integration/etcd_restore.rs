@@ -1,5 +1,5 @@
-//! The restore guard against real `etcd` processes (RELIABILITY.md, "an etcd cluster restored
-//! from a snapshot"): marks restored from an etcd snapshot into a new cluster are refused until
+//! The restore guard against real `etcd` processes (RELIABILITY.md, "etcd restored from a
+//! snapshot (T21)"): marks restored from an etcd snapshot into a new cluster are refused until
 //! `adopt_cluster` raises them, a cluster key that idmint did not write is refused, and the
 //! no-restore-guard negative control takes the stale marks as they are. And the wrong
 //! cluster: a server whose data directory remembers one cluster is refused on an empty, wiped

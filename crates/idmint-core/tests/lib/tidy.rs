@@ -3,8 +3,9 @@
 //! skip or invert tests, ARCHITECTURE.md's checkable claims hold (its crate graph, the files it
 //! names, its "Checked rules" and dependency tables, its negative controls and its list of
 //! commands, each against the manifests or the sources), README.md's layout table is
-//! `idmint layouts` with each layout's capacity, and nothing in the repository cites what is
-//! outside it (an issue tracker, reference notes).
+//! `idmint layouts` with each layout's capacity, nothing in the repository cites what is
+//! outside it (an issue tracker, reference notes), and every citation of a document's section
+//! names a heading that exists.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -291,6 +292,78 @@ fn nothing_cites_what_is_outside_the_repository() {
         let quantity = quantity.concat();
         assert!(outside_references(&quantity).is_empty(), "`{quantity}` was taken for a citation");
     }
+}
+
+/// The section citations of `text`: a Markdown file's name, a comma and a heading in double
+/// quotes, read across line breaks and comment markers, so that a citation wrapped over two
+/// comment lines counts too.
+fn section_citations(text: &str) -> Vec<(String, String)> {
+    let flat = text
+        .lines()
+        .map(|line| line.trim().trim_start_matches(['/', '!', '#', '*', '>']).trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut found = Vec::new();
+    for (at, marker) in flat.match_indices(".md, \"") {
+        let before = &flat[..at];
+        let name_at = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/' | '.')))
+            .map_or(0, |i| i + 1);
+        let quoted = &flat[at + marker.len()..];
+        if let Some(end) = quoted.find('"') {
+            found.push((format!("{}.md", &before[name_at..]), quoted[..end].to_owned()));
+        }
+    }
+    found
+}
+
+/// The headings of a Markdown text, without their `#`s.
+fn headings(markdown: &str) -> BTreeSet<String> {
+    markdown
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .map(|line| line.trim_start_matches('#').trim().to_owned())
+        .collect()
+}
+
+/// Every section citation (a Markdown file, a comma, a quoted heading) names a heading that the
+/// file has, word for word: a section renamed or removed must take its citations with it.
+#[test]
+fn every_cited_section_exists() {
+    let root = root_dir();
+    let mut offenders = Vec::new();
+    let mut cited = 0;
+    for file in repository_text_files() {
+        let Ok(text) = fs::read_to_string(&file) else { continue };
+        for (doc, section) in section_citations(&text) {
+            cited += 1;
+            let found = fs::read_to_string(root.join(&doc))
+                .is_ok_and(|markdown| headings(&markdown).contains(&section));
+            if !found {
+                offenders.push(format!("{}: {doc}, \"{section}\"", file.display()));
+            }
+        }
+    }
+    assert!(cited > 50, "the walk found {cited} citations");
+    assert!(
+        offenders.is_empty(),
+        "citations of sections that do not exist:\n{}",
+        offenders.join("\n")
+    );
+    // The rule itself: a wrapped citation is read whole, and a heading that is not there,
+    // or only begins the same way, is caught.
+    let wrapped =
+        "/// (DESIGN.md, \"Why does the gRPC port share the\n/// HTTP port's admission?\").";
+    assert_eq!(
+        section_citations(wrapped),
+        [(
+            "DESIGN.md".to_owned(),
+            "Why does the gRPC port share the HTTP port's admission?".to_owned()
+        )]
+    );
+    let design = headings(&fs::read_to_string(root.join("DESIGN.md")).expect("DESIGN.md"));
+    assert!(design.contains("Why does the gRPC port share the HTTP port's admission?"));
+    assert!(!design.contains("Why does the gRPC port share"));
 }
 
 /// `n` with a comma between each group of three digits.
