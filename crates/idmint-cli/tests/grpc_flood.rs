@@ -7,7 +7,7 @@
 //!
 //! Each flood must leave both ports answering every probe (within 2 s each; the latencies
 //! are printed, not judged) and the RSS under 100 MB, back within 20 MB of its start after;
-//! three floods of stalled calls in a row must not grow it from one to the next, and after
+//! three floods of stalled calls in a row must not raise its peak from one to the next, and after
 //! every flood the RSS returns within 20 MB of the server's start (the memory trim; without
 //! it, `--no-memory-trim`, a flood's memory stays). Loopback only; every flood is bounded in
 //! connections or in time. `GRPC_FLOOD_SERVER_ENV=NAME=VALUE` passes one variable to the
@@ -27,7 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use idmint_testkit::{check, h2, process::Server};
+use idmint_testkit::{check, h2, http, process::Server};
 
 /// The binary under test: this build's, or the one `GRPC_FLOOD_BINARY` names (the release
 /// build, `target/release/idmint`, to measure what operators run).
@@ -261,9 +261,13 @@ fn judge(what: &str, before: f64, seen: &Seen, after: f64) {
 /// Waits until the flood's connections are gone (the connection gauge counts only the
 /// scrape's own), then 500 ms, and returns the RSS.
 fn settled_rss(server: &Server) -> f64 {
+    // A `/metrics` exchange that fails while the flood's connections are being closed counts
+    // as not settled yet; the probes are what judge the ports.
     check::wait_until("the flood's connections closed", Duration::from_secs(20), || {
-        let metrics = server.get("/metrics").ok().text();
-        check::metric(&metrics, "idmint_http_connections_open") <= 1
+        http::send(server.addr, "GET", "/metrics", &[], None).is_ok_and(|response| {
+            let metrics = response.ok().text();
+            check::metric(&metrics, "idmint_http_connections_open") <= 1
+        })
     });
     std::thread::sleep(Duration::from_millis(500));
     rss_mb(server.pid())
@@ -367,7 +371,7 @@ fn grpc_floods_leave_both_ports_answering_and_memory_bounded() {
 
     // The most a client that follows the SETTINGS can hold: 40 connections x 100 calls
     // whose message never arrives, ended at the message deadline; three times.
-    let mut afters = Vec::new();
+    let mut peaks = Vec::new();
     for cycle in 1..=3 {
         let before = rss_mb(server.pid());
         let closed_before = body_timeouts(&server);
@@ -385,10 +389,13 @@ fn grpc_floods_leave_both_ports_answering_and_memory_bounded() {
             &seen,
             after,
         );
-        afters.push(after);
+        peaks.push(seen.rss_peak);
     }
-    // What a flood leaves is reused by the next one: no growth from cycle to cycle.
-    assert!(afters[2] < afters[0] + 5.0, "RSS after each cycle: {afters:?}");
+    // What a flood leaves is reused by the next one: the peak does not grow from cycle to
+    // cycle (before the message deadline, three cycles took a server from 382 to 526 MB). The
+    // peaks, not the RSS after each cycle: that one is 25 or 42 MB depending on whether the
+    // memory trim, every 2 s, has run yet when it is read.
+    assert!(peaks[2] < peaks[0] + 10.0, "RSS peak of each cycle: {peaks:?}");
 
     // 1,100 calls in flight on one connection (over the 1,024 streams allowed).
     let before = rss_mb(server.pid());
