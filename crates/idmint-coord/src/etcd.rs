@@ -943,6 +943,7 @@ impl Coordinator for EtcdCoordinator {
                 Err(e @ Error::ClaimLost { .. }) => {
                     if inner.forget(claim.token()).is_some() {
                         let id = held.kept.lease.id;
+                        lease::gone_in_etcd(id, "a mark write");
                         lease::revoke_in_background(&inner.members, id);
                     }
                     return Err(e);

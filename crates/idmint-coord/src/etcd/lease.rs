@@ -125,6 +125,17 @@ async fn grant(members: &Members, ttl_secs: i64) -> Result<Lease, Error> {
     Ok(Lease { id: response.id(), ttl: Duration::from_secs(response.ttl().unsigned_abs()), sent })
 }
 
+/// Logs that etcd ended a claim's lease before the claim's local deadline, as `found` showed:
+/// etcd revoked it, or expired it by a clock of its own (a paused etcd leader can revoke the
+/// leases it takes for expired when it resumes, etcd-io/etcd issue 15247; DESIGN.md, "How does
+/// idmint ride out a failed or paused etcd member?").
+pub(super) fn gone_in_etcd(id: i64, found: &str) {
+    tracing::warn!(
+        lease = %format!("{id:x}"),
+        "{found} found the claim's etcd lease gone while its keep-alives were acknowledged: etcd revoked or expired it; the claim is lost"
+    );
+}
+
 /// Revokes a lease and waits for the answer; errors are ignored (the lease expires anyway).
 pub(super) async fn revoke(members: &Members, id: i64) {
     let _ = members.run("lease revoke", |mut c| async move { c.lease_revoke(id).await }).await;
@@ -276,6 +287,10 @@ async fn keep_alive(on_end: OnEnd, members: Arc<Members>, held: Arc<Kept>, times
             return;
         }
         if lapsed {
+            tracing::warn!(
+                lease = %format!("{:x}", lease.id),
+                "no keep-alive of the claim's etcd lease was acknowledged before the claim's deadline; the claim is lost"
+            );
             held.state.send_replace(ClaimState::Lost);
             on_end(token, lease.id);
             return;
@@ -304,6 +319,7 @@ async fn keep_alive(on_end: OnEnd, members: Arc<Members>, held: Arc<Kept>, times
                 stream = open.map(|open| (member, open));
             }
             Ok(Ok(Renewed::Gone)) => {
+                gone_in_etcd(lease.id, "a keep-alive");
                 held.state.send_replace(ClaimState::Lost);
                 on_end(token, lease.id);
                 return;

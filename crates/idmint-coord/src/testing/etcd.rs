@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions};
 
 use super::{
     HarnessError, data_dir, find_program, free_ports,
@@ -215,6 +215,55 @@ impl EtcdCluster {
         ids.iter()
             .position(|id| *id == Some(leader) && leader != 0)
             .ok_or_else(|| HarnessError::Service("no member reports a leader".into()))
+    }
+
+    /// Revokes the lease of every key under `prefix` (through the running members), as etcd
+    /// itself does when a leader that resumes after a pause revokes the leases it takes for
+    /// expired: the keys on them go at once. Returns the leases revoked.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Service`] when no running member answers within 5 s.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use idmint_coord::testing::{self, EtcdCluster};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let Some(cluster) = testing::available(EtcdCluster::start(1).await) else { return };
+    /// let revoked = cluster.revoke_leases_under("idmint/default/claim/0").await.expect("revoke");
+    /// # });
+    /// ```
+    pub async fn revoke_leases_under(&self, prefix: &str) -> Result<Vec<i64>, HarnessError> {
+        let endpoints: Vec<String> = (0..self.members.len())
+            .filter(|&m| self.members[m].process.is_running())
+            .map(|m| self.endpoint(m))
+            .collect();
+        let limit = Duration::from_secs(5);
+        let options = ConnectOptions::new().with_connect_timeout(limit).with_timeout(limit);
+        let answer = tokio::time::timeout(limit, async {
+            let mut client = Client::connect(&endpoints, Some(options)).await?;
+            let keys = client.get(prefix, Some(GetOptions::new().with_prefix())).await?;
+            let mut leases: Vec<i64> =
+                keys.kvs().iter().map(|kv| kv.lease()).filter(|&l| l != 0).collect();
+            leases.sort_unstable();
+            leases.dedup();
+            for &lease in &leases {
+                client.lease_revoke(lease).await?;
+            }
+            Ok::<_, etcd_client::Error>(leases)
+        })
+        .await;
+        match answer {
+            Ok(Ok(leases)) => Ok(leases),
+            Ok(Err(e)) => {
+                Err(HarnessError::Service(format!("revoke the leases under {prefix}: {e}")))
+            }
+            Err(_) => {
+                Err(HarnessError::Service(format!("revoke the leases under {prefix}: no answer")))
+            }
+        }
     }
 
     /// Kills one member with SIGKILL (by PID) and reaps it.

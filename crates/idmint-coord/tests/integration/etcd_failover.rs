@@ -11,9 +11,13 @@
 //! the others in the member list and is sure to be using the member the fault hits.
 //!
 //! Both tests run on demand, not in `scripts/test-all`: their verdicts are wall-clock gaps and
-//! shares, and on CI's busy 2-core machine the leader pause once cost the claim (91.8 % of mark
-//! writes answered, the lease not renewed in time), which is a finding to chase, not a verdict
-//! a test run should turn on. Run them with
+//! shares on a shared 2-core machine, and etcd itself can end the claim. On CI's busy machine
+//! a 10 s leader pause once cost the claim (91.8 % of mark writes answered: the claim ended
+//! about 0.2 s after the leader resumed). The cause is etcd's (DESIGN.md, "How does idmint
+//! ride out a failed or paused etcd member?"): etcd 3.4.23, as Debian packages it, lets a leader
+//! that resumes after a pause revoke the leases it takes for expired (etcd-io/etcd issue
+//! 15247). A lost claim is reported with how it ended: by etcd while keep-alives were
+//! acknowledged, or at its local deadline. Run them with
 //! `IDMINT_NEGATIVE_CONTROLS=1 cargo test -p idmint-coord --features etcd,test-util --test integration etcd_failover -- --ignored --test-threads=1`.
 
 #![cfg(all(feature = "etcd", feature = "test-util", idmint_negative_controls))]
@@ -85,6 +89,32 @@ enum Kind {
     RoundRobin,
 }
 
+/// How a claim ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Before its local deadline: etcd revoked or expired its lease although keep-alives were
+    /// acknowledged (a resumed etcd 3.4 or 3.5 leader before the fix for etcd-io/etcd issue
+    /// 15247 can do this).
+    ByEtcd,
+    /// At its local deadline: no keep-alive was acknowledged in time.
+    Lapsed,
+}
+
+/// Watches a claim until it ends, and tells how.
+async fn how_it_ends(mut watch: tokio::sync::watch::Receiver<ClaimState>) -> Option<Ended> {
+    let mut until = None;
+    loop {
+        match *watch.borrow_and_update() {
+            ClaimState::Held { until: later } => until = later,
+            ClaimState::Lost => {
+                let ahead = until.is_some_and(|until| Instant::now() < until);
+                return Some(if ahead { Ended::ByEtcd } else { Ended::Lapsed });
+            }
+        }
+        watch.changed().await.ok()?;
+    }
+}
+
 /// What one fault did to one kind of client.
 #[derive(Debug)]
 struct Measured {
@@ -92,6 +122,8 @@ struct Measured {
     answered: usize,
     longest_gap: Duration,
     lost: bool,
+    /// How the claim ended, if it did.
+    ended: Option<Ended>,
     listed: usize,
     first_error: Option<String>,
 }
@@ -110,8 +142,15 @@ impl Measured {
         if self.longest_gap > fault.gap_target() {
             missed.push(format!("a gap of {:?} > {:?}", self.longest_gap, fault.gap_target()));
         }
-        if self.lost {
-            missed.push("the claim was lost".into());
+        match (self.lost, self.ended) {
+            (false, _) => {}
+            (true, Some(Ended::ByEtcd)) => missed.push(
+                "the claim was lost: etcd ended its lease while keep-alives were acknowledged"
+                    .into(),
+            ),
+            (true, _) => {
+                missed.push("the claim was lost: no keep-alive acknowledged in time".into())
+            }
         }
         if self.listed < LISTINGS {
             missed.push(format!("{} of {LISTINGS} listings", self.listed));
@@ -187,6 +226,7 @@ async fn measure(fault: Fault, kind: Kind) -> Option<Measured> {
     let coordinator = connect(kind, &given).await.expect("connect");
     let request = ClaimRequest::new("ids", GeneratorIds::Fixed(0), "failover-layout");
     let claim = coordinator.claim(&request).await.expect("claim");
+    let ending = tokio::spawn(how_it_ends(claim.watch()));
     let mut mark = 1_000;
     let mut successes = Vec::new();
     let warm = Instant::now() + WARM_UP;
@@ -252,11 +292,18 @@ async fn measure(fault: Fault, kind: Kind) -> Option<Measured> {
     let longest_gap = successes.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or_default();
     lost |= claim.state() == ClaimState::Lost;
     let (listed, listing_error) = listings.await.expect("the listings ran");
+    let ended = if lost {
+        ending.await.expect("the claim's watch ran")
+    } else {
+        ending.abort();
+        None
+    };
     Some(Measured {
         calls,
         answered,
         longest_gap,
         lost,
+        ended,
         listed,
         first_error: first_error.or(listing_error),
     })
