@@ -487,4 +487,32 @@ mod tests {
         let mark_tick = mark - idmint_core::Snowflake::EPOCH_MS;
         assert!(after.iter().all(|id| id >> 22 > mark_tick), "new ids start above the old mark");
     }
+
+    /// A call that finds the window used up after the claim was lost (with etcd: a lease that
+    /// etcd itself revoked) waits while the namespace claims again, which it does at once. It
+    /// used to wait for the first extension of the new claim's window, half a window later, and
+    /// with the default 3 s window its 1 s wait ran out first (`window_exhausted`).
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waits_while_a_lost_claim_is_claimed_again() {
+        let coordinator = MemoryCoordinator::new();
+        let wall = Arc::new(ManualClock::new(1_700_000_000_000));
+        let config =
+            ServerConfig { window_ms: 3_000, max_wait_ms: 1_000, ..ServerConfig::default() };
+        let server = Server::start(config, Arc::new(coordinator.clone()), wall.clone())
+            .await
+            .expect("start");
+        let before = u64s(&server.issue("default", 100).await.expect("issue"));
+        assert!(coordinator.revoke("default", 0));
+        // The window runs out before the window task looks again: the call finds it used up.
+        wall.advance(3_500);
+        let called = tokio::time::Instant::now();
+        let after =
+            u64s(&server.issue("default", 100).await.expect("the call waits for the new claim"));
+        // Time is paused: only a timer moves it, and claiming again here needs none.
+        assert_eq!(called.elapsed(), Duration::ZERO, "the call waited for a timer");
+        let metrics = server.render_metrics();
+        assert!(metrics.contains("idmint_claims_lost_total{namespace=\"default\"} 1"), "{metrics}");
+        let all: Vec<u64> = before.iter().chain(&after).copied().collect();
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "ids must keep increasing, without repeats");
+    }
 }

@@ -10,7 +10,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed},
     },
     time::Duration,
 };
@@ -88,8 +88,11 @@ struct Lane {
     active: ArcSwapOption<Active>,
     /// Wakes the window task to extend the mark now.
     extend: Notify,
-    /// Wakes requests that wait for an extension.
+    /// Wakes requests that wait for an extension, or for the lane to claim again.
     extended: Notify,
+    /// Set while the lane claims again after its claim was lost: calls wait for it instead of
+    /// being told at once that the namespace is not ready.
+    reclaiming: AtomicBool,
 }
 
 /// The issuer of source `generator`: one lane per generator ID it claims (`generators`).
@@ -247,15 +250,23 @@ impl GeneratorIssuer {
         let tick = Duration::from_millis((window_ms / 10).clamp(10, 500));
         let mut backoff = Backoff::new(&server);
         let lane = &self.lanes[lane];
+        let mut at_once = false;
         loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(tick) => {}
-                () = lane.extend.notified() => {}
+            if !std::mem::take(&mut at_once) {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(tick) => {}
+                    () = lane.extend.notified() => {}
+                }
             }
             let Some(active) = lane.active.load_full() else {
                 // Not ready: claim again, backing off while claims fail.
-                match self.activate_generator(lane, coordinator.as_ref(), &clocks, &server).await {
+                let claimed =
+                    self.activate_generator(lane, coordinator.as_ref(), &clocks, &server).await;
+                // Calls waiting for the lane go on: with IDs, or told it is not ready.
+                lane.reclaiming.store(false, Ordering::Release);
+                lane.extended.notify_waiters();
+                match claimed {
                     Ok(()) => backoff.succeeded(),
                     Err(e) => {
                         let wait =
@@ -276,9 +287,12 @@ impl GeneratorIssuer {
                 // The claim is gone and its stored window is used up: nothing more can be
                 // issued safely with this generator ID. Drop all of its state.
                 tracing::warn!(namespace = %self.ns.name, generator_id = active.generator_id, "claim lost and window used up; claiming again");
+                lane.reclaiming.store(true, Ordering::Release);
                 lane.active.store(None);
                 NamespaceMetrics::add(&self.ns.metrics.claims_lost, 1);
                 let _ = coordinator.release(&active.claim).await;
+                // Claim again now, not a tick later: calls are waiting.
+                at_once = true;
             }
         }
     }
@@ -346,6 +360,15 @@ impl GeneratorIssuer {
             let Some(active) = lane.active.load_full() else {
                 if may_move {
                     (untried, index) = (untried - 1, next);
+                    continue;
+                }
+                // A lane claiming again after its claim was lost is ready again in one round
+                // trip or so: wait for it within the call's deadline.
+                let claimed = lane.extended.notified();
+                if lane.reclaiming.load(Ordering::Acquire)
+                    && lane.active.load().is_none()
+                    && tokio::time::timeout_at(deadline, claimed).await.is_ok()
+                {
                     continue;
                 }
                 return Err(Error::NotReady(self.ns.name.clone()));
