@@ -132,6 +132,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         run: etcd_leader_pause,
     },
     Scenario {
+        name: "etcd-lease-revoked",
+        anchor: "T7 (paused)",
+        control: None,
+        run: etcd_lease_revoked,
+    },
+    Scenario {
         name: "partition-server-etcd",
         anchor: "T8",
         control: None,
@@ -810,7 +816,9 @@ fn etcd_leader_pause(run: &mut Run) -> Result<(), ChaosError> {
     etcd_member_pause(run, true)
 }
 
-fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
+/// Three servers on three etcd members (every endpoint given, a 10 s lease, a 3 s window),
+/// HTTP to each and an idmint-client over all three prefetching with two refills in flight.
+fn etcd_fleet_under_load(run: &mut Run) -> Result<(), ChaosError> {
     run.etcd(3)?;
     let (endpoints, _) = run.etcd_endpoints(false)?;
     for _ in 0..3 {
@@ -823,6 +831,11 @@ fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
     }
     let urls = run.nodes.iter().map(|n| format!("http://{}", n.http)).collect();
     run.failover(urls, ClientMode::Prefetch { pipeline: 2 });
+    Ok(())
+}
+
+fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
+    etcd_fleet_under_load(run)?;
     let d = run.secs(4.0);
     run.hold(d);
     let etcd = run.etcd.as_ref().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
@@ -839,6 +852,35 @@ fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
     run.fired("etcd_resume", format!("etcd member {member} SIGCONT"));
     let d = run.secs(4.0);
     run.hold(d);
+    Ok(())
+}
+
+/// T7, after a paused leader resumes: three servers on three etcd members (every endpoint
+/// given, a 10 s lease, a 3 s window), HTTP to each and an idmint-client prefetching with two
+/// refills in flight; the lease of each server's claim is revoked in etcd in turn, 5 s apart,
+/// as a paused etcd leader can do when it resumes (etcd-io/etcd issue 15247; DESIGN.md, "How
+/// does idmint ride out a failed or paused etcd member?"). Each server learns of it at its
+/// next keep-alive or mark write, serves out the window it stored, and claims again.
+fn etcd_lease_revoked(run: &mut Run) -> Result<(), ChaosError> {
+    etcd_fleet_under_load(run)?;
+    let d = run.secs(3.0);
+    run.hold(d);
+    for generator in 0..3 {
+        let etcd = run.etcd.as_ref().ok_or_else(|| ChaosError::Server("no etcd".into()))?;
+        // The servers' claim keys: the default `--etcd-prefix` and namespace.
+        let prefix = format!("idmint/default/claim/{generator}");
+        let revoked = run.runtime.block_on(etcd.revoke_leases_under(&prefix))?;
+        let leases: Vec<String> = revoked.iter().map(|l| format!("{l:x}")).collect();
+        run.fired(
+            "etcd_lease_revoked",
+            format!(
+                "the lease of generator {generator}'s claim revoked in etcd ({})",
+                leases.join(", ")
+            ),
+        );
+        let d = run.secs(5.0);
+        run.hold(d);
+    }
     Ok(())
 }
 
