@@ -194,8 +194,8 @@ struct LeaseTimes {
     ttl: Duration,
     /// Between keep-alives: TTL/3.
     period: Duration,
-    /// Between attempts after a failed keep-alive (the first retry, on another member, goes
-    /// at once).
+    /// The pause before trying again when no member would open a keep-alive stream (one
+    /// refused it); a failed keep-alive itself is sent again at once.
     retry: Duration,
     margin: Duration,
     request_timeout: Duration,
@@ -225,32 +225,25 @@ enum Renewed {
 /// dropped, so that a late answer is never taken for a newer request.
 type Stream = (LeaseKeeper, LeaseKeepAliveStream);
 
-async fn renew(
-    mut client: Client,
-    stream: &mut Option<Stream>,
-    lease: &Lease,
-) -> Result<Renewed, String> {
-    match stream {
-        Some((keeper, responses)) => {
-            keeper.keep_alive().await.map_err(|e| e.to_string())?;
-            match responses.message().await.map_err(|e| e.to_string())? {
-                Some(response) if response.ttl() > 0 => {
-                    Ok(Renewed::Alive(Duration::from_secs(response.ttl().unsigned_abs())))
-                }
-                Some(_) => Ok(Renewed::Gone),
-                None => Err("the keep-alive stream ended".into()),
-            }
+/// One keep-alive on an open stream.
+async fn renew_on((keeper, responses): &mut Stream) -> Result<Renewed, String> {
+    keeper.keep_alive().await.map_err(|e| e.to_string())?;
+    match responses.message().await.map_err(|e| e.to_string())? {
+        Some(response) if response.ttl() > 0 => {
+            Ok(Renewed::Alive(Duration::from_secs(response.ttl().unsigned_abs())))
         }
-        None => match client.lease_keep_alive(lease.id).await {
-            // Opening the stream sends one keep-alive and reads its answer (without its TTL,
-            // which is the granted one).
-            Ok(opened) => {
-                *stream = Some(opened);
-                Ok(Renewed::Alive(lease.ttl))
-            }
-            Err(e) if !is_member_fault(&e) && is_not_found(&e.to_string()) => Ok(Renewed::Gone),
-            Err(e) => Err(e.to_string()),
-        },
+        Some(_) => Ok(Renewed::Gone),
+        None => Err("the keep-alive stream ended".into()),
+    }
+}
+
+/// Opens a keep-alive stream on a member, which sends one keep-alive and reads its answer
+/// (without its TTL, which is the granted one); `None` when etcd says the lease is gone.
+async fn open(mut client: Client, id: i64) -> Result<Option<Stream>, etcd_client::Error> {
+    match client.lease_keep_alive(id).await {
+        Ok(opened) => Ok(Some(opened)),
+        Err(e) if !is_member_fault(&e) && is_not_found(&e.to_string()) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -258,19 +251,23 @@ async fn renew(
 ///
 /// Every TTL/3 it sends a keep-alive on its stream, opened on a healthy member; an
 /// acknowledged one moves the deadline to `send time + TTL − margin`. A keep-alive that fails
-/// or gets no answer within an attempt's deadline (as [`Members::run`] gives, growing with
-/// each failure in a row) marks its member failed, drops the stream and is sent again at once
-/// on another member, then every `retry`, until the deadline. A stream whose member another
-/// request found failed is moved before its next keep-alive. At the deadline, or when etcd
-/// says the lease is gone, the claim turns [`ClaimState::Lost`], is forgotten and its lease
-/// revoked. When every receiver of the claim's state is dropped (the claim was dropped without
-/// release), the lease is revoked. `release` and `Drop` abort the task.
+/// or gets no answer within an attempt's deadline marks its member failed and drops the
+/// stream, and a new stream is opened at once as every request is sent
+/// ([`Members::run_on`]): on the healthy members first, then on the failed ones with deadlines
+/// growing each round, abandoning an attempt on a failed member as soon as another comes
+/// back, until the claim's deadline. A stream whose member another request found failed is
+/// moved before its next keep-alive. At the deadline, or when etcd says the lease is gone, the
+/// claim turns [`ClaimState::Lost`], is forgotten and its lease revoked. When every receiver of
+/// the claim's state is dropped (the claim was dropped without release), the lease is revoked.
+/// `release` and `Drop` abort the task.
 async fn keep_alive(on_end: OnEnd, members: Arc<Members>, held: Arc<Kept>, times: LeaseTimes) {
     let (lease, token) = (held.lease, held.token);
     let mut until = deadline(lease.sent, times.ttl, times.margin);
     let mut next = lease.sent + times.period;
     let mut stream: Option<(Arc<Member>, Stream)> = None;
-    let mut failures = 0_u32;
+    // One attempt: 1/20 of the request timeout; the whole timeout without failover.
+    let attempt =
+        if members.fails_over() { members.timing().attempt } else { times.request_timeout };
     loop {
         let lapsed = tokio::select! {
             () = held.state.closed() => {
@@ -295,51 +292,56 @@ async fn keep_alive(on_end: OnEnd, members: Arc<Members>, held: Arc<Kept>, times
             on_end(token, lease.id);
             return;
         }
-        if stream.as_ref().is_some_and(|(member, _)| !member.is_healthy()) {
-            stream = None;
-        }
-        let (member, mut open) = match stream.take() {
-            Some((member, open)) => (member, Some(open)),
-            None => (members.pick(), None),
-        };
         let sent = Instant::now();
-        let attempt = if members.fails_over() {
-            members.timing().attempt_in(failures)
-        } else {
-            times.request_timeout
-        };
-        let budget = attempt.min(until.saturating_duration_since(sent));
-        match tokio::time::timeout(budget, renew(member.client(), &mut open, &lease)).await {
-            Ok(Ok(Renewed::Alive(ttl))) => {
+        let mut renewed = None;
+        if let Some((member, mut open)) = stream.take().filter(|(member, _)| member.is_healthy()) {
+            let budget = attempt.min(until.saturating_duration_since(sent));
+            match tokio::time::timeout(budget, renew_on(&mut open)).await {
+                Ok(Ok(outcome)) => {
+                    members.succeeded(&member);
+                    stream = Some((member, open));
+                    renewed = Some(outcome);
+                }
+                Ok(Err(reason)) => {
+                    members.failed(&member, &format!("keep-alive failed: {reason}"));
+                }
+                Err(_) => {
+                    members.failed(&member, &format!("keep-alive got no answer within {budget:?}"));
+                }
+            }
+        }
+        if renewed.is_none() {
+            // No stream, or it failed: open one on whichever member answers, within the
+            // claim's deadline (at most the request timeout without failover).
+            let mut total = until.saturating_duration_since(Instant::now());
+            if !members.fails_over() {
+                total = total.min(times.request_timeout);
+            }
+            let id = lease.id;
+            match members.run_on("lease keep-alive", attempt, total, |c| open(c, id)).await {
+                Ok((member, Some(open))) => {
+                    stream = Some((member, open));
+                    renewed = Some(Renewed::Alive(lease.ttl));
+                }
+                Ok((_, None)) => renewed = Some(Renewed::Gone),
+                // No member answered before the deadline (the next turn finds it passed), or
+                // the request was refused: try again after a pause.
+                Err(_) => next = Instant::now() + times.retry,
+            }
+        }
+        match renewed {
+            Some(Renewed::Alive(ttl)) => {
                 until = deadline(sent, ttl, times.margin);
                 held.state.send_replace(ClaimState::Held { until: Some(until) });
                 next = sent + times.period;
-                failures = 0;
-                members.succeeded(&member);
-                stream = open.map(|open| (member, open));
             }
-            Ok(Ok(Renewed::Gone)) => {
+            Some(Renewed::Gone) => {
                 gone_in_etcd(lease.id, "a keep-alive");
                 held.state.send_replace(ClaimState::Lost);
                 on_end(token, lease.id);
                 return;
             }
-            Ok(Err(reason)) => {
-                members.failed(&member, &format!("keep-alive failed: {reason}"));
-                next = Instant::now() + retry_after(&members, &times, failures);
-                failures = failures.saturating_add(1);
-            }
-            Err(_) => {
-                members.failed(&member, &format!("keep-alive got no answer within {budget:?}"));
-                next = Instant::now() + retry_after(&members, &times, failures);
-                failures = failures.saturating_add(1);
-            }
+            None => {}
         }
     }
-}
-
-/// When to send a keep-alive again after `failures` earlier ones failed in a row: at once on
-/// another member after the first failure, then every `retry`.
-fn retry_after(members: &Members, times: &LeaseTimes, failures: u32) -> Duration {
-    if members.fails_over() && failures == 0 { Duration::ZERO } else { times.retry }
 }

@@ -52,11 +52,12 @@ impl Timing {
         let attempt = (request / 20).clamp(Duration::from_millis(50), Duration::from_secs(1));
         Timing { attempt: attempt.min(request), request, connect }
     }
+}
 
-    /// The deadline of an attempt in `round`.
-    pub(crate) fn attempt_in(&self, round: u32) -> Duration {
-        self.attempt.saturating_mul(round.saturating_add(1)).min(self.request)
-    }
+/// The deadline of an attempt in `round` (every member tried `round` times already) of a
+/// request whose first attempts get `attempt`, with `left` of the request's time left.
+fn attempt_in(attempt: Duration, round: u32, left: Duration) -> Duration {
+    attempt.saturating_mul(round.saturating_add(1)).min(left)
 }
 
 /// One etcd member (or, in the round-robin control, the one balanced client).
@@ -424,8 +425,24 @@ impl Members {
         what: &str,
         attempt: Duration,
         total: Duration,
-        mut op: F,
+        op: F,
     ) -> Result<T, Error>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.run_on(what, attempt, total, op).await.map(|(_, value)| value)
+    }
+
+    /// [`run_within`](Self::run_within), also giving the member that answered (a stream
+    /// opened there stays with it).
+    pub(crate) async fn run_on<T, F, Fut>(
+        &self,
+        what: &str,
+        attempt: Duration,
+        total: Duration,
+        mut op: F,
+    ) -> Result<(Arc<Member>, T), Error>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
@@ -433,7 +450,7 @@ impl Members {
         if !self.failover {
             let member = self.pick();
             return match tokio::time::timeout(total, op(member.client())).await {
-                Ok(Ok(value)) => Ok(value),
+                Ok(Ok(value)) => Ok((member, value)),
                 Ok(Err(e)) => Err(unavailable(format!("{what} failed: {e}"))),
                 Err(_) => Err(unavailable(format!("{what} got no answer within {total:?}"))),
             };
@@ -449,11 +466,11 @@ impl Members {
                         "{what} got no answer from any etcd member within {total:?} (last: {last})"
                     )));
                 }
-                let deadline = attempt.saturating_mul(round.saturating_add(1)).min(left);
+                let deadline = attempt_in(attempt, round, left);
                 match self.attempt(&member, deadline, op(member.client())).await {
                     Attempt::Done(value) => {
                         self.succeeded(&member);
-                        return Ok(value);
+                        return Ok((member, value));
                     }
                     Attempt::Refused(e) => {
                         self.succeeded(&member);
@@ -587,9 +604,10 @@ mod tests {
     fn attempts_grow_per_round_within_the_request_timeout() {
         let timing = Timing::new(Duration::from_secs(5), Duration::from_secs(5));
         assert_eq!(timing.attempt, Duration::from_millis(250));
-        assert_eq!(timing.attempt_in(0), Duration::from_millis(250));
-        assert_eq!(timing.attempt_in(3), Duration::from_secs(1));
-        assert_eq!(timing.attempt_in(1_000), Duration::from_secs(5));
+        let left = timing.request;
+        assert_eq!(attempt_in(timing.attempt, 0, left), Duration::from_millis(250));
+        assert_eq!(attempt_in(timing.attempt, 3, left), Duration::from_secs(1));
+        assert_eq!(attempt_in(timing.attempt, 1_000, left), Duration::from_secs(5));
         let short = Timing::new(Duration::from_millis(400), Duration::from_secs(1));
         assert_eq!(short.attempt, Duration::from_millis(50));
         let long = Timing::new(Duration::from_secs(60), Duration::from_secs(1));
