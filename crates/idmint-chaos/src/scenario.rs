@@ -858,7 +858,7 @@ fn etcd_member_pause(run: &mut Run, leader: bool) -> Result<(), ChaosError> {
 /// T7, after a paused leader resumes: three servers on three etcd members (every endpoint
 /// given, a 10 s lease, a 3 s window), HTTP to each and an idmint-client prefetching with two
 /// refills in flight; the lease of each server's claim is revoked in etcd in turn, 5 s apart,
-/// as a paused etcd leader can do when it resumes (etcd-io/etcd issue 15247; DESIGN.md, "How
+/// as a paused etcd leader can do when it resumes (etcd-io/etcd#15247; DESIGN.md, "How
 /// does idmint ride out a failed or paused etcd member?"). Each server learns of it at its
 /// next keep-alive or mark write, serves out the window it stored, and claims again.
 fn etcd_lease_revoked(run: &mut Run) -> Result<(), ChaosError> {

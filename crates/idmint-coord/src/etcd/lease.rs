@@ -127,7 +127,7 @@ async fn grant(members: &Members, ttl_secs: i64) -> Result<Lease, Error> {
 
 /// Logs that etcd ended a claim's lease before the claim's local deadline, as `found` showed:
 /// etcd revoked it, or expired it by a clock of its own (a paused etcd leader can revoke the
-/// leases it takes for expired when it resumes, etcd-io/etcd issue 15247; DESIGN.md, "How does
+/// leases it takes for expired when it resumes, etcd-io/etcd#15247; DESIGN.md, "How does
 /// idmint ride out a failed or paused etcd member?").
 pub(super) fn gone_in_etcd(id: i64, found: &str) {
     tracing::warn!(

@@ -19,8 +19,8 @@
 //! a 10 s leader pause once cost the claim (91.8 % of mark writes answered: the claim ended
 //! about 0.2 s after the leader resumed). The cause is etcd's (DESIGN.md, "How does idmint
 //! ride out a failed or paused etcd member?"): etcd 3.4.23, as Debian packages it, lets a leader
-//! that resumes after a pause revoke the leases it takes for expired (etcd-io/etcd issue
-//! 15247). A lost claim is reported with how it ended: by etcd while keep-alives were
+//! that resumes after a pause revoke the leases it takes for expired (etcd-io/etcd#15247).
+//! A lost claim is reported with how it ended: by etcd while keep-alives were
 //! acknowledged, or at its local deadline. Run them with
 //! `IDMINT_NEGATIVE_CONTROLS=1 cargo test -p idmint-coord --features etcd,test-util --test integration etcd_failover -- --ignored --test-threads=1`.
 
@@ -97,8 +97,7 @@ enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ended {
     /// Before its local deadline: etcd revoked or expired its lease although keep-alives were
-    /// acknowledged (a resumed etcd 3.4 or 3.5 leader before the fix for etcd-io/etcd issue
-    /// 15247 can do this).
+    /// acknowledged (a paused etcd leader can do this when it resumes, etcd-io/etcd#15247).
     ByEtcd,
     /// At its local deadline: no keep-alive was acknowledged in time.
     Lapsed,
