@@ -703,11 +703,8 @@ mod on_etcd {
         assert_eq!(outcome.a_generator, Some(1));
         assert_eq!(outcome.a_claims, 2, "A claimed twice");
         assert_eq!(outcome.a_lost, 1, "A lost one claim");
-        assert!(
-            a.refusals() > 0,
-            "A answered 503 between its window and its new claim: {:?}",
-            a.refused
-        );
+        // Between its window and its new claim, A's calls wait for the claim (within their
+        // 1 s limit); a call refused all the same says why, in one of these two codes.
         assert!(
             a.refused.keys().all(|code| code == "window_exhausted" || code == "not_ready"),
             "{:?}",
@@ -721,7 +718,10 @@ mod on_etcd {
         let all: Vec<u64> = a.ids.iter().chain(&b.ids).copied().collect();
         let dups = duplicates(&all);
         assert_eq!(dups, 0, "{dups} duplicates among {} ids", all.len());
-        report("a_paused_server_and_the_spare", check::assert_unique(&all));
+        report(
+            &format!("a_paused_server_and_the_spare ({} of A's calls refused)", a.refusals()),
+            check::assert_unique(&all),
+        );
     }
 
     /// The negative control: the same pause test with the fence off (`--unsafe-no-fence`,
