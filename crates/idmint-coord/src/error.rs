@@ -223,12 +223,14 @@ pub enum Error {
         reason: String,
     },
     /// The failover guard refused IDs from an icicle node: the node restarted or failed over
-    /// (its run ID or replication ID changed) and its clock is not past the last millisecond
-    /// already seen for the logical shard, so its IDs could repeat ones already handed out. The
-    /// node was locked until its clock passes that millisecond.
+    /// (its run ID or replication ID changed), or the client met it for the first time, and its
+    /// clock is not past the last millisecond already handed out for the logical shard (seen by
+    /// this client, or recorded in the node's shared mark by any idmint client), so its IDs
+    /// could repeat ones already handed out. The node was locked until its clock passes that
+    /// millisecond.
     #[cfg(feature = "redis")]
     #[error(
-        "icicle node {node} restarted or failed over and its clock ({node_ms} ms) is not past the last millisecond seen for logical shard {shard} ({seen_ms} ms); its ids were refused and it is locked until then"
+        "icicle node {node} restarted or failed over and its clock ({node_ms} ms) is not past the last millisecond handed out for logical shard {shard} ({seen_ms} ms); its ids were refused and it is locked until then"
     )]
     FailoverFenced {
         /// The node, without its password.
@@ -239,6 +241,22 @@ pub enum Error {
         node_ms: u64,
         /// The last millisecond (Unix ms) of any ID seen for the shard.
         seen_ms: u64,
+    },
+    /// The failover guard refused IDs from an icicle node because no replica acknowledged the
+    /// node's shared mark in time: a failover now could promote a replica that lacks it and
+    /// repeat the IDs. A primary found through Sentinel with no replica connected is refused
+    /// the same way (`replicas` 0).
+    #[cfg(feature = "redis")]
+    #[error(
+        "icicle node {node} has {replicas} replica(s) connected and none acknowledged the failover guard's mark within {waited_ms} ms; its ids were refused, since a failover could repeat them"
+    )]
+    NotReplicated {
+        /// The node, without its password.
+        node: String,
+        /// The replicas the node reported.
+        replicas: u64,
+        /// How long the client waited for an acknowledgement.
+        waited_ms: u64,
     },
     /// No icicle node generated IDs within the allowed attempts.
     #[cfg(feature = "redis")]

@@ -80,6 +80,22 @@ pub(crate) const LOCK_KEY: &str = "icicle-generator-lock";
 /// The key of the rolling sequence.
 pub(crate) const SEQUENCE_KEY: &str = "icicle-generator-sequence";
 
+/// The key of a node's shared mark: the highest millisecond (Unix ms, a decimal string) any
+/// idmint client recorded on the node before handing IDs out. It lives beside icicle's keys,
+/// which it leaves alone, and replication carries it to the replica a failover promotes.
+pub(crate) const MARK_KEY: &str = "idmint-icicle-mark-ms";
+
+/// Raises [`MARK_KEY`] to the node's `TIME` (in ms) and returns the mark as it stood before,
+/// 0 when there was none. Run right after icicle's script in the same pipeline, so the time it
+/// records is at or after the millisecond of that call's IDs. (`replicate_commands` lets a
+/// Redis before 5 write after `TIME`; later ones always replicate a script's effects.)
+pub(crate) const MARK_SCRIPT: &str = "pcall(redis.replicate_commands) \
+     local t = redis.call('TIME') \
+     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+     local last = tonumber(redis.call('GET', KEYS[1])) or 0 \
+     if now > last then redis.call('SET', KEYS[1], string.format('%.0f', now)) end \
+     return last";
+
 /// The largest batch the script serves in one call (its sequence has 4096 values).
 pub(crate) const MAX_BATCH: usize = 1 << Icicle::SEQUENCE_BITS;
 

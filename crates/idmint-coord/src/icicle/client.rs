@@ -5,7 +5,7 @@ use std::{
     fmt,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -14,8 +14,8 @@ use idmint_core::Icicle;
 use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value, aio::MultiplexedConnection};
 
 use super::{
-    LOCK_ERROR, LOCK_KEY, MAX_BATCH, MAX_SHARD, SCRIPT, SCRIPT_SHA1, SEQUENCE_KEY, SHARD_KEY,
-    display_node,
+    LOCK_ERROR, LOCK_KEY, MARK_KEY, MARK_SCRIPT, MAX_BATCH, MAX_SHARD, SCRIPT, SCRIPT_SHA1,
+    SEQUENCE_KEY, SHARD_KEY, display_node,
     guard::{Guard, Lineage, Verdict},
     reply::{self, ScriptReply},
     rollover::{self, MAX_PER_CALL},
@@ -57,6 +57,11 @@ pub struct IcicleOptions {
     /// How long a node may take to answer. Default 1 s. After a timeout the connection is
     /// dropped; the sequence range the node may have reserved is lost, never reused.
     pub response_timeout: Duration,
+    /// How long a call waits (`WAIT 1`) for a replica to acknowledge the node's shared mark
+    /// before its IDs are handed out, when the node has replicas. Default 250 ms; keep it
+    /// below `response_timeout`. A call whose mark no replica acknowledged in time is refused
+    /// ([`Error::NotReplicated`]) and the next attempt follows.
+    pub replica_wait: Duration,
 }
 
 impl Default for IcicleOptions {
@@ -65,6 +70,7 @@ impl Default for IcicleOptions {
             max_attempts: 5,
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
+            replica_wait: Duration::from_millis(250),
         }
     }
 }
@@ -191,7 +197,11 @@ struct Inner {
     guard: Mutex<Guard>,
     /// Set only by the no-redis-guard negative control: the guard accepts everything.
     #[cfg(idmint_negative_controls)]
-    unguarded: std::sync::atomic::AtomicBool,
+    unguarded: AtomicBool,
+    /// Set only by the no-shared-redis-guard negative control: the guard ignores the shared
+    /// mark and waits for no replica (each client's own memory only).
+    #[cfg(idmint_negative_controls)]
+    unshared: AtomicBool,
 }
 
 /// One Redis node and its connection, opened on first use.
@@ -200,6 +210,11 @@ struct Node {
     name: String,
     target: Target,
     connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// Whether the node reported replicas on its last call: the next pipeline then ends with
+    /// `WAIT`, saving a round trip. A wrong guess costs a separate `WAIT` (no replicas
+    /// expected but some reported) or a `WAIT` that times out once (replicas expected, none
+    /// left).
+    replicas_expected: AtomicBool,
 }
 
 /// Where a node's connection goes.
@@ -257,8 +272,12 @@ const FREE_ROLLOVERS: u32 = 4;
 /// The replies of one generation pipeline.
 struct Replies {
     script: RedisResult<Value>,
+    /// The shared mark before this call ([`MARK_SCRIPT`]).
+    mark: RedisResult<Value>,
     server: RedisResult<Value>,
     replication: RedisResult<Value>,
+    /// `WAIT 1`'s count of replicas that acknowledged, when the pipeline asked for it.
+    waited: Option<RedisResult<Value>>,
 }
 
 impl IcicleClient {
@@ -361,6 +380,7 @@ impl IcicleClient {
                 sentinel: tokio::sync::Mutex::new(sentinel),
             },
             connection: tokio::sync::Mutex::new(None),
+            replicas_expected: AtomicBool::new(false),
         };
         Ok(Self::with_nodes(vec![node], options))
     }
@@ -372,7 +392,9 @@ impl IcicleClient {
             options,
             guard: Mutex::new(Guard::default()),
             #[cfg(idmint_negative_controls)]
-            unguarded: std::sync::atomic::AtomicBool::new(false),
+            unguarded: AtomicBool::new(false),
+            #[cfg(idmint_negative_controls)]
+            unshared: AtomicBool::new(false),
         };
         IcicleClient { inner: Arc::new(inner) }
     }
@@ -387,11 +409,34 @@ impl IcicleClient {
         self
     }
 
+    /// **Unsafe, tests only** (cfg `idmint_negative_controls`): a negative control whose
+    /// failover guard ignores the node's shared mark and waits for no replica, so that each
+    /// client protects only the milliseconds it saw itself. Tests show they catch the
+    /// duplicates two servers then hand out across a failover. Applies to every clone.
+    #[cfg(idmint_negative_controls)]
+    #[must_use]
+    pub fn without_shared_guard(self) -> Self {
+        self.inner.unshared.store(true, Ordering::Relaxed);
+        self
+    }
+
     /// Whether the guard is off (the negative control only).
     fn unguarded(&self) -> bool {
         #[cfg(idmint_negative_controls)]
         {
             self.inner.unguarded.load(Ordering::Relaxed)
+        }
+        #[cfg(not(idmint_negative_controls))]
+        {
+            false
+        }
+    }
+
+    /// Whether the shared mark is ignored (the negative control only).
+    fn unshared(&self) -> bool {
+        #[cfg(idmint_negative_controls)]
+        {
+            self.inner.unshared.load(Ordering::Relaxed)
         }
         #[cfg(not(idmint_negative_controls))]
         {
@@ -473,12 +518,18 @@ impl IcicleClient {
     /// One attempt on one node.
     async fn attempt(&self, node: &Node, count: usize) -> Result<Vec<Icicle>, Failure> {
         let name = &node.name;
-        let mut connection = node.connect(&self.inner.options).await.map_err(Failure::at_once)?;
+        let options = &self.inner.options;
+        let mut connection = node.connect(options).await.map_err(Failure::at_once)?;
         let count = count.min(MAX_PER_CALL);
-        let mut replies = node.generate(&mut connection, count).await?;
+        let wait = !self.unshared();
+        let mut replies = node.generate(&mut connection, count, options, wait).await?;
         if matches!(&replies.script, Err(e) if is_noscript(e)) {
             node.load_script(&mut connection).await?;
-            replies = node.generate(&mut connection, count).await?;
+            // The mark as it stood before the first pipeline: that one raised it, with no
+            // IDs to show for it.
+            let before = replies.mark;
+            replies = node.generate(&mut connection, count, options, wait).await?;
+            replies.mark = before;
         }
         let value = match replies.script {
             Ok(value) => value,
@@ -503,20 +554,39 @@ impl IcicleClient {
         };
         let time_ms = reply.time_ms().map_err(|r| Failure::at_once(corrupt(r)))?;
         let ids = reply.ids(shard, time_ms).map_err(|r| Failure::at_once(corrupt(r)))?;
+        let shared_ms = match replies.mark {
+            Ok(Value::Int(ms)) => u64::try_from(ms).unwrap_or(0),
+            Ok(other) => {
+                return Err(Failure::at_once(corrupt(format!(
+                    "the failover guard's mark script answered {other:?}"
+                ))));
+            }
+            Err(e) => {
+                let reason = format!("the failover guard's mark: {e}");
+                return Err(Failure::backing_off(unavailable(name, reason)));
+            }
+        };
+        let replicas = reply::replicas(replies.replication.as_ref().unwrap_or(&Value::Nil));
+        node.replicas_expected.store(replicas > 0, Ordering::Relaxed);
         let lineage = lineage(name, replies.server, replies.replication)?;
         if self.unguarded() {
             return Ok(ids);
         }
+        let shared_ms = if self.unshared() { 0 } else { shared_ms };
         let verdict = self
             .inner
             .guard
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .check(shard, &lineage, time_ms);
+            .check(shard, &lineage, time_ms, shared_ms);
         match verdict {
             // The rolling call's millisecond may come again in the next call (`rollover`).
             Verdict::Accept if rollover::rolled_over(reply.end) => Err(Failure::rolled_over(name)),
-            Verdict::Accept => Ok(ids),
+            Verdict::Accept if self.unshared() => Ok(ids),
+            Verdict::Accept => {
+                node.replicated(&mut connection, replicas, replies.waited, options).await?;
+                Ok(ids)
+            }
             Verdict::Refuse { floor_ms } => {
                 // Lock the node until its clock is past the floor: the lock key lives while
                 // the node's time is ≤ set time + TTL, and set time ≥ `time_ms`.
@@ -611,6 +681,7 @@ impl Node {
             name: display_node(url),
             target: Target::Fixed(open(url)?),
             connection: tokio::sync::Mutex::new(None),
+            replicas_expected: AtomicBool::new(false),
         })
     }
 
@@ -656,13 +727,18 @@ impl Node {
         *self.connection.lock().await = None;
     }
 
-    /// The generation pipeline: the script, then `INFO server` and `INFO replication`, read
-    /// after the script so that a lineage change before or during it is seen.
+    /// The generation pipeline: the script, then the shared mark ([`MARK_SCRIPT`]), then
+    /// `INFO server` and `INFO replication`, read after the script so that a lineage change
+    /// before or during it is seen; and, when the node had replicas on its last call and
+    /// `wait` is set, `WAIT 1` for the mark.
     async fn generate(
         &self,
         connection: &mut MultiplexedConnection,
         count: usize,
+        options: &IcicleOptions,
+        wait: bool,
     ) -> Result<Replies, Failure> {
+        let wait = wait && self.replicas_expected.load(Ordering::Relaxed);
         let mut pipe = redis::pipe();
         pipe.ignore_errors()
             .cmd("EVALSHA")
@@ -672,10 +748,17 @@ impl Node {
             .arg(1)
             .arg(MAX_SHARD)
             .arg(count)
+            .cmd("EVAL")
+            .arg(MARK_SCRIPT)
+            .arg(1)
+            .arg(MARK_KEY)
             .cmd("INFO")
             .arg("server")
             .cmd("INFO")
             .arg("replication");
+        if wait {
+            pipe.cmd("WAIT").arg(1).arg(wait_ms(options));
+        }
         let replies: Vec<RedisResult<Value>> = match pipe.query_async(connection).await {
             Ok(replies) => replies,
             Err(e) => {
@@ -684,11 +767,59 @@ impl Node {
             }
         };
         let mut replies = replies.into_iter();
-        match (replies.next(), replies.next(), replies.next()) {
-            (Some(script), Some(server), Some(replication)) => {
-                Ok(Replies { script, server, replication })
+        match (replies.next(), replies.next(), replies.next(), replies.next()) {
+            (Some(script), Some(mark), Some(server), Some(replication)) => {
+                let waited = replies.next();
+                if wait && waited.is_none() {
+                    return Err(Failure::at_once(unavailable(&self.name, "short pipeline reply")));
+                }
+                Ok(Replies { script, mark, server, replication, waited })
             }
             _ => Err(Failure::at_once(unavailable(&self.name, "short pipeline reply"))),
+        }
+    }
+
+    /// Whether the shared mark written by this call's pipeline has reached a replica, so that
+    /// the call's IDs may be handed out: `WAIT 1` (from the pipeline, or sent now when the
+    /// node reported replicas the pipeline did not expect) must count one. A node with no
+    /// replica passes when given by URL (a standalone node: nothing can be promoted over it)
+    /// and is refused when found through Sentinel (its replicas are gone, and a failover to
+    /// one that missed the mark could repeat the IDs).
+    async fn replicated(
+        &self,
+        connection: &mut MultiplexedConnection,
+        replicas: u64,
+        waited: Option<RedisResult<Value>>,
+        options: &IcicleOptions,
+    ) -> Result<(), Failure> {
+        let waited_ms = wait_ms(options);
+        let refused = |replicas| {
+            Failure::backing_off(Error::NotReplicated {
+                node: self.name.clone(),
+                replicas,
+                waited_ms,
+            })
+        };
+        if replicas == 0 {
+            return match self.target {
+                Target::Fixed(_) => Ok(()),
+                Target::Sentinel { .. } => Err(refused(0)),
+            };
+        }
+        let waited = match waited {
+            Some(waited) => waited,
+            None => redis::cmd("WAIT").arg(1).arg(waited_ms).query_async::<Value>(connection).await,
+        };
+        match waited {
+            Ok(Value::Int(acknowledged)) if acknowledged >= 1 => Ok(()),
+            Ok(_) => Err(refused(replicas)),
+            Err(e) => {
+                if is_connection_error(&e) {
+                    self.disconnect().await;
+                }
+                let reason = format!("the failover guard's WAIT: {e}");
+                Err(Failure::backing_off(unavailable(&self.name, reason)))
+            }
         }
     }
 
@@ -727,6 +858,11 @@ impl Node {
             self.disconnect().await;
         }
     }
+}
+
+/// `WAIT`'s timeout in ms, at least 1 (`WAIT n 0` would block forever).
+fn wait_ms(options: &IcicleOptions) -> u64 {
+    u64::try_from(options.replica_wait.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// Opens a client for `url` (no connection yet).

@@ -1,6 +1,7 @@
 //! The failover guard's bookkeeping, free of I/O: per logical shard, which Redis lineage
-//! served it last and the last millisecond seen; it decides whether a batch may be handed
-//! out. The client does the network side (reading the lineage, setting the lock).
+//! served it last, the last millisecond seen, and the node's shared mark; it decides whether a
+//! batch may be handed out. The client does the network side (reading the lineage and the
+//! mark, waiting for a replica, setting the lock).
 
 use std::collections::HashMap;
 
@@ -47,19 +48,29 @@ pub(crate) struct Guard {
 
 impl Guard {
     /// Decides on a batch of `shard` at `time_ms`, produced by `lineage`, and records it.
+    /// `shared_ms` is the node's shared mark as it stood before this call: the highest
+    /// millisecond any idmint client recorded on the node (or on the node it replicates from)
+    /// before handing IDs out, 0 when it has none.
     ///
-    /// The first batch of a shard is accepted (there is nothing to compare with). A batch from
-    /// another lineage than the shard's last one raises the shard's floor to the last
-    /// millisecond seen; any batch at or below the floor is refused. Accepted batches raise
-    /// the last millisecond seen.
-    pub(crate) fn check(&mut self, shard: u16, lineage: &Lineage, time_ms: u64) -> Verdict {
-        let Some(record) = self.shards.get_mut(&shard) else {
-            let record = ShardRecord { lineage: lineage.clone(), seen_ms: time_ms, floor_ms: 0 };
-            self.shards.insert(shard, record);
-            return Verdict::Accept;
-        };
+    /// The first batch of a shard, and a batch from another lineage than the shard's last one,
+    /// raise the shard's floor to the last millisecond seen and to `shared_ms`; any batch at or
+    /// below the floor is refused. Within one lineage the mark is not consulted: icicle's
+    /// sequence and lock keep one node's IDs apart. Accepted batches raise the last
+    /// millisecond seen.
+    pub(crate) fn check(
+        &mut self,
+        shard: u16,
+        lineage: &Lineage,
+        time_ms: u64,
+        shared_ms: u64,
+    ) -> Verdict {
+        let record = self.shards.entry(shard).or_insert_with(|| ShardRecord {
+            lineage: lineage.clone(),
+            seen_ms: 0,
+            floor_ms: shared_ms,
+        });
         if record.lineage != *lineage {
-            record.floor_ms = record.floor_ms.max(record.seen_ms);
+            record.floor_ms = record.floor_ms.max(record.seen_ms).max(shared_ms);
             record.lineage = lineage.clone();
         }
         if time_ms <= record.floor_ms {
@@ -78,18 +89,59 @@ mod tests {
         Lineage { run_id: run_id.into(), replid: replid.into() }
     }
 
-    /// Feeds `(shard, run_id, replid, time_ms)` batches to a fresh guard and compares the
-    /// verdicts, `None` for accepted and `Some(floor)` for refused.
+    /// Feeds `(shard, run_id, replid, time_ms)` batches to a fresh guard, on nodes without a
+    /// shared mark, and compares the verdicts, `None` for accepted and `Some(floor)` for
+    /// refused.
     fn check(batches: &[(u16, &str, &str, u64)], expected: &[Option<u64>]) {
+        let marked: Vec<_> = batches.iter().map(|&(s, r, l, ms)| (s, r, l, ms, 0)).collect();
+        check_marked(&marked, expected);
+    }
+
+    /// As [`check`], each batch with the node's shared mark before the call:
+    /// `(shard, run_id, replid, time_ms, shared_ms)`.
+    fn check_marked(batches: &[(u16, &str, &str, u64, u64)], expected: &[Option<u64>]) {
         let mut guard = Guard::default();
         let verdicts: Vec<Option<u64>> = batches
             .iter()
-            .map(|&(shard, run, repl, ms)| match guard.check(shard, &lineage(run, repl), ms) {
-                Verdict::Accept => None,
-                Verdict::Refuse { floor_ms } => Some(floor_ms),
+            .map(|&(shard, run, repl, ms, shared)| {
+                match guard.check(shard, &lineage(run, repl), ms, shared) {
+                    Verdict::Accept => None,
+                    Verdict::Refuse { floor_ms } => Some(floor_ms),
+                }
             })
             .collect();
         assert_eq!(verdicts, expected, "{batches:?}");
+    }
+
+    #[test]
+    fn a_failover_refuses_up_to_the_shared_mark_not_only_what_this_client_saw() {
+        // Another server handed out milliseconds up to 130 on the old primary; this one saw
+        // 100. The promoted replica carries the mark (130): this client refuses up to it.
+        check_marked(
+            &[(1, "a", "r", 100, 90), (1, "b", "s", 120, 130), (1, "b", "s", 131, 130)],
+            &[None, Some(130), None],
+        );
+        // The negative control: without the mark (each server's own guard only), 120 is
+        // accepted although another server handed it out.
+        check(&[(1, "a", "r", 100), (1, "b", "s", 120)], &[None, None]);
+    }
+
+    #[test]
+    fn a_first_contact_refuses_up_to_the_shared_mark() {
+        // A server that restarted (it remembers nothing) meets a promoted replica whose clock
+        // is behind the mark: refused, where without the mark it was accepted.
+        check_marked(&[(1, "b", "s", 120, 130), (1, "b", "s", 131, 131)], &[Some(130), None]);
+        check_marked(&[(1, "b", "s", 120, 0)], &[None]);
+    }
+
+    #[test]
+    fn within_one_lineage_the_shared_mark_is_not_consulted() {
+        // Other servers' calls raise the mark to this millisecond and past it; icicle's
+        // sequence keeps them apart on one node.
+        check_marked(
+            &[(1, "a", "r", 100, 0), (1, "a", "r", 100, 101), (1, "a", "r", 99, 105)],
+            &[None, None, None],
+        );
     }
 
     #[test]

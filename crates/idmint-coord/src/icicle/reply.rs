@@ -108,6 +108,22 @@ pub(crate) fn info_text(value: &Value) -> Option<String> {
     }
 }
 
+/// How many of the node's replicas are online (the `slaveN:…,state=online,…` lines of `INFO
+/// replication`): replicas still in their first synchronisation are not counted, since `WAIT`
+/// cannot count them yet. 0 on a replica or a standalone node.
+pub(crate) fn replicas(replication: &Value) -> u64 {
+    let Some(text) = info_text(replication) else { return 0 };
+    let online = text.lines().filter(|line| {
+        line.strip_prefix("slave").and_then(|rest| rest.split_once(':')).is_some_and(
+            |(n, fields)| {
+                n.bytes().all(|b| b.is_ascii_digit())
+                    && fields.split(',').any(|f| f == "state=online")
+            },
+        )
+    });
+    online.count() as u64
+}
+
 /// The lineage from the replies to `INFO server` and `INFO replication`.
 ///
 /// # Errors
@@ -210,6 +226,15 @@ mod tests {
         let lineage = lineage(&server, &replication).expect("lineage");
         assert_eq!((lineage.run_id.as_str(), lineage.replid.as_str()), ("abc", "def"));
         assert!(super::lineage(&Value::Nil, &replication).is_err());
+        assert_eq!(replicas(&replication), 0, "no connected_slaves field");
+        let two = Value::BulkString(
+            b"# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+              slave0:ip=127.0.0.1,port=7302,state=online,offset=9,lag=0\r\n\
+              slave1:ip=127.0.0.1,port=7303,state=wait_bgsave,offset=0,lag=0\r\n\
+              slave2:ip=127.0.0.1,port=7304,state=online,offset=9,lag=1\r\n"
+                .to_vec(),
+        );
+        assert_eq!(replicas(&two), 2, "online replicas only");
         assert_eq!(
             info_field("master_replid2:x\nmaster_replid:y", "master_replid"),
             Some("y".into())

@@ -209,8 +209,9 @@ async fn prepare(con: &mut MultiplexedConnection, case: &LuaCase) {
 }
 
 /// Runs one case raw (one pipeline: script, sequence, lock, script again) and through the
-/// client.
-async fn check(redis: &RedisServer, con: &mut MultiplexedConnection, case: &LuaCase) {
+/// client. One client serves every case: a client meeting a node for the first time refuses
+/// IDs at or below the node's shared mark, which the previous case raised.
+async fn check(icicle: &IcicleClient, con: &mut MultiplexedConnection, case: &LuaCase) {
     let name = case.name;
     prepare(con, case).await;
     let mut pipe = redis::pipe();
@@ -233,7 +234,7 @@ async fn check(redis: &RedisServer, con: &mut MultiplexedConnection, case: &LuaC
     }
 
     prepare(con, case).await;
-    let ids = client(&[redis]).generate_batch(case.batch).await.expect("client batch");
+    let ids = icicle.generate_batch(case.batch).await.expect("client batch");
     let sequences: Vec<u64> = ids.iter().map(|id| id.into_parts().sequence).collect();
     let expected: Vec<u64> = (case.client.0 as u64..=case.client.1 as u64).collect();
     assert_eq!(sequences, expected, "{name}: client sequences");
@@ -247,8 +248,9 @@ async fn the_lua_behaviour_table_raw_and_through_the_client() {
     let Some(redis) = start().await else { return };
     let mut con = raw(&redis).await;
     load_script(&mut con).await;
+    let icicle = client(&[&redis]);
     for case in LUA_CASES {
-        check(&redis, &mut con, case).await;
+        check(&icicle, &mut con, case).await;
     }
     // The client's IDs carry the node's TIME.
     let before: u64 = now_us() / 1000;
@@ -626,8 +628,24 @@ async fn a_sentinel_client_follows_a_failover_and_the_guard_holds() {
     let promoted =
         sentinels.wait_failover(old, Duration::from_secs(20)).await.expect("sentinel failover");
     assert_eq!(promoted, replica.port());
+    // The promoted replica is fenced while its clock is behind the last millisecond seen;
+    // after that, having no replica of its own (a failover now could lose the shared mark),
+    // it is refused until one acknowledges the mark: icicle mode stops rather than risk it.
     let started = Instant::now();
     let mut fenced = 0;
+    loop {
+        let failed = failures(icicle.generate_batch(100).await);
+        fenced += failed.iter().filter(|f| matches!(f, Error::FailoverFenced { .. })).count();
+        if failed.iter().any(|f| matches!(f, Error::NotReplicated { replicas: 0, .. })) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never past the fence: {failed:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Some(_new_replica) = testing::available(RedisServer::start_replica_of(&replica).await)
+    else {
+        return;
+    };
     let mut after = Vec::new();
     while after.len() < 2_000 {
         match icicle.generate_batch(100).await {
@@ -644,4 +662,90 @@ async fn a_sentinel_client_follows_a_failover_and_the_guard_holds() {
     assert!(after.iter().all(|id| *id > highest), "only ids above the highest seen");
     insert_unique(&mut seen, &after);
     assert!(fenced > 0, "the promoted replica's first ids were refused");
+}
+
+/// T19, two servers: server A hands out IDs milliseconds after server B's last, then the
+/// primary is killed and its replica (clock a second behind) promoted. B meets the promoted
+/// node first. The shared mark A recorded, which reached the replica before A handed its IDs
+/// out, makes B refuse every millisecond up to A's last one; with each server's own guard
+/// only (the negative control), B hands out IDs at milliseconds A already used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_mark_protects_the_ids_another_server_saw() {
+    for shared in [true, false] {
+        let (b_after, a_highest) = two_servers_across_a_failover(shared).await;
+        let Some(a_highest) = a_highest else { return };
+        let at_or_below = b_after.iter().filter(|id| id.timestamp_ms() <= a_highest).count();
+        if shared {
+            assert_eq!(at_or_below, 0, "B repeated milliseconds A had handed out");
+        } else {
+            #[cfg(idmint_negative_controls)]
+            assert!(at_or_below > 0, "negative control: B's own guard alone must let them through");
+        }
+    }
+}
+
+/// Runs the two-server failover; returns B's IDs after it and A's highest millisecond, or
+/// `None` when Redis is not on PATH (outside CI).
+async fn two_servers_across_a_failover(shared: bool) -> (Vec<Icicle>, Option<u64>) {
+    let Some(mut primary) = start().await else { return (Vec::new(), None) };
+    IcicleClient::set_shard(&primary.url(), 5, &[]).await.expect("shard");
+    let behind = RedisClock::Offset { ms: -1000 };
+    let Some(replica) =
+        testing::available(RedisServer::start_replica_with_clock(&primary, behind).await)
+    else {
+        return (Vec::new(), None);
+    };
+    synced(&primary).await;
+    let (mut a, mut b) = (client(&[&primary, &replica]), client(&[&primary, &replica]));
+    if !shared {
+        #[cfg(idmint_negative_controls)]
+        {
+            a = a.without_shared_guard();
+            b = b.without_shared_guard();
+        }
+        #[cfg(not(idmint_negative_controls))]
+        return (Vec::new(), None);
+    }
+    let mut seen = HashSet::new();
+    for _ in 0..5 {
+        insert_unique(&mut seen, &b.generate_batch(100).await.expect("B before"));
+    }
+    // A goes on for 50 ms after B's last call: milliseconds B never saw.
+    let b_last = seen.iter().map(|id| id.timestamp_ms()).max().expect("ids");
+    let mut a_highest = 0;
+    while a_highest < b_last + 50 {
+        let ids = a.generate_batch(100).await.expect("A before");
+        a_highest = a_highest.max(ids.iter().map(|id| id.timestamp_ms()).max().expect("ids"));
+        insert_unique(&mut seen, &ids);
+    }
+    primary.kill().expect("kill the primary");
+    let mut con = raw(&replica).await;
+    let _: () = command(&mut con, &["REPLICAOF", "NO", "ONE"]).await;
+    // B first, until it has served past A's last millisecond.
+    let started = Instant::now();
+    let mut after = Vec::new();
+    while after.last().is_none_or(|id: &Icicle| id.timestamp_ms() <= a_highest + 5) {
+        match b.generate_batch(100).await {
+            Ok(ids) => after.extend(ids),
+            Err(Error::AttemptsExhausted { .. }) => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(other) => panic!("unexpected {other}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "B never served");
+    }
+    (after, Some(a_highest))
+}
+
+/// Waits until a replica of `primary` acknowledges its writes: a replica that has just
+/// synchronised reports itself online before its first acknowledgement, and until then the
+/// client refuses IDs whose mark it cannot see acknowledged (`Error::NotReplicated`).
+async fn synced(primary: &RedisServer) {
+    let mut con = raw(primary).await;
+    let started = Instant::now();
+    // A write of this connection's own, so that `WAIT` has something to count.
+    let _: () = command(&mut con, &["SET", "idmint-test-synced", "1"]).await;
+    while command::<i64>(&mut con, &["WAIT", "1", "100"]).await < 1 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the replica never acknowledged");
+    }
 }
