@@ -46,8 +46,9 @@ pub(crate) enum Control {
     /// `--unsafe-no-restore-guard`: the etcd coordinator trusts marks on any cluster, also
     /// one restored from an old snapshot.
     RestoreGuard,
-    /// `--unsafe-no-redis-guard`: the icicle client's failover guard accepts everything.
-    RedisGuard,
+    /// `--unsafe-no-shared-redis-guard`: the icicle client's failover guard ignores the mark
+    /// shared through Redis (each server protects only the milliseconds it saw).
+    SharedRedisGuard,
     /// `--unsafe-no-promotion-bump`: a promoted Postgres standby is not raised.
     PromotionBump,
     /// `--unsafe-no-pg-fence`: the Postgres coordinator's claims skip the exclusive check and
@@ -63,7 +64,7 @@ impl Control {
             Control::DurableMark => "--unsafe-no-durable-mark",
             Control::ClockGuard => "--unsafe-no-clock-guard",
             Control::RestoreGuard => "--unsafe-no-restore-guard",
-            Control::RedisGuard => "--unsafe-no-redis-guard",
+            Control::SharedRedisGuard => "--unsafe-no-shared-redis-guard",
             Control::PromotionBump => "--unsafe-no-promotion-bump",
             Control::PgFence => "--unsafe-no-pg-fence",
         }
@@ -76,7 +77,7 @@ impl Control {
             Control::DurableMark => "no-durable-mark",
             Control::ClockGuard => "no-clock-guard",
             Control::RestoreGuard => "no-restore-guard",
-            Control::RedisGuard => "no-redis-guard",
+            Control::SharedRedisGuard => "no-shared-redis-guard",
             Control::PromotionBump => "no-promotion-bump",
             Control::PgFence => "no-pg-fence",
         }
@@ -110,6 +111,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         anchor: "T4, T5",
         control: Some(Control::ClockGuard),
         run: clock_steps,
+    },
+    Scenario {
+        name: "full-batches",
+        anchor: "T13",
+        control: Some(Control::ClockGuard),
+        run: full_batches,
     },
     Scenario {
         name: "pause-takeover-etcd",
@@ -149,7 +156,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "redis-sentinel",
         anchor: "T19",
-        control: Some(Control::RedisGuard),
+        control: Some(Control::SharedRedisGuard),
         run: redis::sentinel_failover,
     },
     Scenario {
@@ -516,6 +523,14 @@ impl Run {
         }
     }
 
+    /// `k` HTTP clients on server `i` asking for `count` IDs per request.
+    fn http_batches(&mut self, i: usize, k: usize, count: u64) {
+        let pace = self.pace;
+        self.pace = (count, Duration::ZERO);
+        self.http(i, k, None);
+        self.pace = pace;
+    }
+
     /// A gRPC Stream client on server `i`.
     fn grpc(&mut self, i: usize) {
         let name = format!("grpc{}", self.tasks.len());
@@ -664,6 +679,41 @@ fn restart_clock_back(run: &mut Run) -> Result<(), ChaosError> {
     }
     let d = run.secs(3.0);
     run.hold(d);
+    Ok(())
+}
+
+/// T13: sequence overflow under full batches. Two servers on one embedded data directory
+/// under libfaketime, `s0` issuing from one generator ID and `s1` from four (`--generators
+/// 4`), each under three HTTP clients asking for `max_batch` (100,000) IDs per request, 24
+/// milliseconds' worth of one generator's sequence; each server's clock is stepped back 1 s,
+/// then 10 ms, while they serve. Every batch must be increasing and no ID repeated; without
+/// the clock guard (`no-clock-guard`) logical time follows the clock back and repeats them.
+fn full_batches(run: &mut Run) -> Result<(), ChaosError> {
+    const MAX_BATCH: u64 = 100_000;
+    let generators: [&[&str]; 2] =
+        [&["--generator-pool", "8"], &["--generator-pool", "8", "--generators", "4"]];
+    for extra in generators {
+        let args = run.embedded_args(extra);
+        let i = run.node(args, true)?;
+        run.start(i)?;
+    }
+    run.http_batches(0, 3, MAX_BATCH);
+    run.http_batches(1, 3, MAX_BATCH);
+    run.hold(Duration::from_secs(2));
+    for step in [-1.0, -0.010] {
+        for i in 0..2 {
+            run.nodes[i].set_clock(step)?;
+        }
+        run.fired("clock_step_back", format!("s0, s1 clocks {step:+} s under full batches"));
+        let d = run.secs(1.5).max(Duration::from_secs(1));
+        run.hold(d);
+        for i in 0..2 {
+            run.nodes[i].set_clock(0.0)?;
+        }
+        run.fired("clock_step_reset", "s0, s1 clocks back to true time".into());
+        let d = run.secs(1.0).max(Duration::from_millis(500));
+        run.hold(d);
+    }
     Ok(())
 }
 

@@ -39,6 +39,13 @@ pub(crate) struct ControlArgs {
     #[cfg(all(idmint_negative_controls, feature = "redis"))]
     #[arg(long, hide = true)]
     unsafe_no_redis_guard: bool,
+    /// TESTS ONLY (cfg `idmint_negative_controls`, feature `redis`): the icicle client's failover
+    /// guard ignores the mark shared through Redis and waits for no replica, so each server
+    /// protects only the milliseconds it saw (the chaos harness's negative control). Never use
+    /// it to serve.
+    #[cfg(all(idmint_negative_controls, feature = "redis"))]
+    #[arg(long, hide = true)]
+    unsafe_no_shared_redis_guard: bool,
     /// TESTS ONLY (cfg `idmint_negative_controls`, feature `postgres`): the Postgres store raises
     /// nothing when it finds a promoted standby, the chaos harness's negative control. Never use
     /// it to serve.
@@ -64,6 +71,8 @@ pub(crate) struct Controls {
     pub(crate) no_restore_guard: bool,
     /// The icicle client's failover guard.
     pub(crate) no_redis_guard: bool,
+    /// The icicle guard's mark shared through Redis.
+    pub(crate) no_shared_redis_guard: bool,
     /// The Postgres store's post-promotion bump.
     pub(crate) no_promotion_bump: bool,
     /// The Postgres coordinator's fence.
@@ -91,6 +100,7 @@ impl ControlArgs {
         #[cfg(all(idmint_negative_controls, feature = "redis"))]
         {
             controls.no_redis_guard = self.unsafe_no_redis_guard;
+            controls.no_shared_redis_guard = self.unsafe_no_shared_redis_guard;
         }
         #[cfg(all(idmint_negative_controls, feature = "postgres"))]
         {

@@ -764,6 +764,15 @@ fn set_redis(
     } else {
         client
     };
+    #[cfg(all(idmint_negative_controls, feature = "redis"))]
+    let client = if controls.no_shared_redis_guard {
+        tracing::error!(
+            "UNSAFE: --unsafe-no-shared-redis-guard: the icicle failover guard ignores the mark shared through Redis; a negative control for tests only"
+        );
+        client.without_shared_guard()
+    } else {
+        client
+    };
     let _ = controls;
     backends.redis = Some(client);
     Ok(())

@@ -1,6 +1,7 @@
-//! T19, `redis-sentinel`: icicle IDs from a Redis primary that Redis Sentinel fails over to a
-//! replica whose clock is behind, served by two `idmint serve` that find the primary through
-//! Sentinel; its negative control runs without the icicle client's failover guard.
+//! T19, `redis-sentinel`: icicle IDs from a Redis primary that Redis Sentinel fails over to
+//! one of two replicas whose clocks are behind, served by two `idmint serve` that find the primary through
+//! Sentinel; its negative control runs each server with its own guard only, without the mark
+//! shared through Redis.
 
 use std::{path::Path, process::Command, time::Duration};
 
@@ -18,34 +19,43 @@ const REPLICA_CLOCK_MS: i64 = -5_000;
 const DOWN_AFTER_MS: u64 = 1_000;
 /// How long the servers are stopped before the kill (see `sentinel_failover`).
 const QUIET_MS: u64 = 500;
+/// How long `s1` goes on alone before it is stopped too, so that its last milliseconds are
+/// ones `s0` never saw.
+const LEAD_MS: u64 = 500;
 /// The logical shard of the primary (and so of the replica, which copies it).
 const SHARD: &str = "1";
 
-/// T19: a Redis primary and a replica (its wall clock 5 s behind), three sentinels, and two
+/// T19: a Redis primary and two replicas (their wall clocks 5 s behind), three sentinels, and two
 /// `idmint serve` with the `redis` source finding the primary through Sentinel, under HTTP,
-/// gRPC and idmint-client load. After load and a quiet 500 ms (both servers stopped), the
-/// primary is killed (SIGKILL); Sentinel promotes the replica, whose clock is behind the IDs
-/// already issued. The guard (a new
-/// `master_replid`) must refuse IDs until the new primary's clock passes the last
-/// millisecond seen; without it (`no-redis-guard`) the new primary repeats IDs. Then the
-/// killed node comes back (empty; Sentinel makes it a replica) and the current primary is
-/// isolated with SIGSTOP until Sentinel fails over again, and continued (a stale primary
-/// that Sentinel demotes). The checker checks uniqueness only (icicle layout). Best-effort:
-/// the guard only protects the IDs the servers saw.
+/// gRPC and idmint-client load. After load, `s0` is stopped (SIGSTOP) and `s1` goes on alone
+/// for 500 ms, so that the last milliseconds handed out are ones only `s1` saw; then `s1` is
+/// stopped, and after a quiet 500 ms the primary is killed (SIGKILL). Sentinel promotes the
+/// replica, whose clock is behind the IDs already issued. `s0` is continued at once and meets
+/// the promoted node alone; `s1` stays stopped until the promoted node's clock is a second
+/// past the kill. The guard (a new `master_replid`) must refuse IDs until the new primary's
+/// clock passes the last millisecond any server handed out, which only the mark shared
+/// through Redis tells `s0`; with each server's own guard only (`no-shared-redis-guard`),
+/// `s0` hands out the milliseconds `s1` used again. Then the killed node comes back (empty;
+/// Sentinel makes it a replica) and the current primary is isolated with SIGSTOP until
+/// Sentinel fails over again, and continued (a stale primary that Sentinel demotes). The
+/// checker checks uniqueness only (icicle layout).
 pub(super) fn sentinel_failover(run: &mut Run) -> Result<(), ChaosError> {
     run.layout("icicle")?;
     let primary = run.runtime.block_on(RedisServer::start())?;
-    let replica = run.runtime.block_on(RedisServer::start_replica_with_clock(
-        &primary,
-        RedisClock::Offset { ms: REPLICA_CLOCK_MS },
-    ))?;
+    // Two replicas, both behind: whichever Sentinel promotes, the other follows it, so the
+    // new primary has a replica to acknowledge the guard's mark (a Sentinel primary without
+    // one serves no IDs; DESIGN.md, "Why is icicle mode called best-effort?").
+    let behind = RedisClock::Offset { ms: REPLICA_CLOCK_MS };
+    let replica = run.runtime.block_on(RedisServer::start_replica_with_clock(&primary, behind))?;
+    let replica2 = run.runtime.block_on(RedisServer::start_replica_with_clock(&primary, behind))?;
     let sentinels =
-        run.runtime.block_on(RedisSentinel::start(&primary, MASTER, 3, 1, DOWN_AFTER_MS))?;
+        run.runtime.block_on(RedisSentinel::start(&primary, MASTER, 3, 2, DOWN_AFTER_MS))?;
     crate::say!(
-        "   redis primary :{} (pid {:?}), replica :{} (clock {REPLICA_CLOCK_MS:+} ms), sentinels {}",
+        "   redis primary :{} (pid {:?}), replicas :{} :{} (clock {REPLICA_CLOCK_MS:+} ms), sentinels {}",
         primary.port(),
         primary.pid(),
         replica.port(),
+        replica2.port(),
         sentinels.urls().join(",")
     );
     set_shard(&run.lister, &primary.url())?;
@@ -92,10 +102,13 @@ pub(super) fn sentinel_failover(run: &mut Run) -> Result<(), ChaosError> {
     //    (without the quiet moment, control runs saw 0 to 540,738 duplicates). Stopping the
     //    servers for 500 ms lets the primary expire that key and replicate the deletion, so
     //    that only the guard stands between the promoted replica (5 s behind) and old IDs.
-    for i in 0..run.nodes.len() {
-        run.nodes[i].pause()?;
-    }
-    run.fired("sigstop", format!("s0, s1 SIGSTOP for {QUIET_MS} ms (quiet before the kill)"));
+    //    `s0` stops first and `s1` goes on alone, so the last milliseconds are `s1`'s only:
+    //    the race the shared mark closes happens every run, not by chance.
+    run.nodes[0].pause()?;
+    run.fired("sigstop", format!("s0 SIGSTOP; s1 alone for {LEAD_MS} ms"));
+    run.hold(Duration::from_millis(LEAD_MS));
+    run.nodes[1].pause()?;
+    run.fired("sigstop", format!("s1 SIGSTOP; both quiet for {QUIET_MS} ms before the kill"));
     run.hold(Duration::from_millis(QUIET_MS));
     let old = primary.port();
     primary.kill()?;
@@ -103,36 +116,40 @@ pub(super) fn sentinel_failover(run: &mut Run) -> Result<(), ChaosError> {
         "kill9",
         format!("redis primary :{old} SIGKILL (replica clock {REPLICA_CLOCK_MS:+} ms)"),
     );
-    for i in 0..run.nodes.len() {
-        run.nodes[i].resume()?;
-    }
-    run.fired("sigcont", "s0, s1 SIGCONT".into());
-    let started = std::time::Instant::now();
+    let killed = std::time::Instant::now();
+    run.nodes[0].resume()?;
+    run.fired("sigcont", "s0 SIGCONT (s1 stays stopped)".into());
     let promoted = run.runtime.block_on(sentinels.wait_failover(old, Duration::from_secs(20)))?;
     run.fired(
         "redis_failover",
-        format!("sentinels promoted :{promoted} after {} ms", started.elapsed().as_millis()),
+        format!("sentinels promoted :{promoted} after {} ms", killed.elapsed().as_millis()),
     );
-    let d = run.secs(5.0).max(Duration::from_secs(4));
-    run.hold(d);
-
     // 2. The killed node comes back empty on its port and is made a replica of the promoted
-    //    one (as an operator would; Sentinel alone takes about 10 s to convert it). Then the
-    //    current primary is isolated (SIGSTOP) until Sentinel fails over to the returned
-    //    node, and continued: a stale primary until Sentinel demotes it.
+    //    one at once (as an orchestrator restarting it would; Sentinel alone takes about 10 s
+    //    to convert it).
     run.runtime.block_on(primary.restart())?;
     run.runtime.block_on(primary.make_replica_of(promoted))?;
     run.fired(
         "redis_restart",
         format!("old primary :{old} restarted empty, replica of :{promoted}"),
     );
-    let (current, stopped) = if promoted == replica.port() {
-        (&replica, replica.pid())
-    } else {
-        (&primary, primary.pid())
-    };
-    let current_port = current.port();
-    let pid = stopped.ok_or_else(|| ChaosError::Server("the redis primary does not run".into()))?;
+    // `s0` alone until the promoted node's clock is a second past the kill: without the shared
+    // mark it has handed out `s1`'s last milliseconds again by then.
+    let alone = Duration::from_millis(REPLICA_CLOCK_MS.unsigned_abs() + 1_000);
+    run.hold(alone.saturating_sub(killed.elapsed()));
+    run.nodes[1].resume()?;
+    run.fired("sigcont", "s1 SIGCONT".into());
+    let d = run.secs(3.0).max(Duration::from_secs(2));
+    run.hold(d);
+
+    // 3. The current primary is isolated (SIGSTOP) until Sentinel fails over to the returned
+    //    node, and continued: a stale primary until Sentinel demotes it.
+    let current_port = promoted;
+    let pid = [&primary, &replica, &replica2]
+        .into_iter()
+        .find(|node| node.port() == current_port)
+        .and_then(RedisServer::pid)
+        .ok_or_else(|| ChaosError::Server("the redis primary does not run".into()))?;
     signal(pid, "STOP")?;
     run.fired("sigstop", format!("redis primary :{current_port} SIGSTOP (isolated)"));
     let started = std::time::Instant::now();
@@ -153,6 +170,7 @@ pub(super) fn sentinel_failover(run: &mut Run) -> Result<(), ChaosError> {
     // Killed (by PID) when the run is dropped, after its servers stopped.
     run.services.push(Box::new(sentinels));
     run.services.push(Box::new(replica));
+    run.services.push(Box::new(replica2));
     run.services.push(Box::new(primary));
     Ok(())
 }

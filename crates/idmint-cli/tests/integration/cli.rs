@@ -648,6 +648,7 @@ fn hidden_controls_exist_only_in_a_negative_control_build() {
         ("--unsafe-no-clock-guard", cfg!(idmint_negative_controls)),
         ("--unsafe-no-restore-guard", cfg!(all(idmint_negative_controls, feature = "etcd"))),
         ("--unsafe-no-redis-guard", cfg!(all(idmint_negative_controls, feature = "redis"))),
+        ("--unsafe-no-shared-redis-guard", cfg!(all(idmint_negative_controls, feature = "redis"))),
         ("--unsafe-no-promotion-bump", cfg!(all(idmint_negative_controls, feature = "postgres"))),
         ("--unsafe-no-pg-fence", cfg!(all(idmint_negative_controls, feature = "postgres"))),
     ]
@@ -656,7 +657,7 @@ fn hidden_controls_exist_only_in_a_negative_control_build() {
     .collect();
     if compiled.is_empty() {
         assert_eq!(output.status.code(), Some(0), "a plain build: {stderr}");
-        assert!(stderr.contains("has none of the 7 hidden flags"), "{stderr}");
+        assert!(stderr.contains("has none of the 8 hidden flags"), "{stderr}");
     } else {
         assert_eq!(output.status.code(), Some(1), "a negative-control build: {stderr}");
         let named = stderr.rsplit("hidden negative controls: ").next().unwrap_or_default();

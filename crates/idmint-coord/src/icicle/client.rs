@@ -121,16 +121,23 @@ impl Default for IcicleOptions {
 ///
 /// # The failover guard
 ///
-/// The client narrows the hazard for the IDs *it* hands out. In the same pipeline as every
-/// script call, right after it, it reads the node's `run_id` (new on every start of a Redis
+/// The client narrows the hazard for the IDs idmint hands out. In the same pipeline as every
+/// script call, right after it, it raises the node's **shared mark** (`idmint-icicle-mark-ms`,
+/// a key beside icicle's, which icicle's script never reads) to the node's `TIME` and reads
+/// the mark as it stood before, then the node's `run_id` (new on every start of a Redis
 /// process) and `master_replid` (new when a replica is promoted or a node starts without
-/// data). For each logical shard it remembers the (run ID, replication ID) pair that served it
-/// last and the last millisecond of any ID it accepted. When a shard is served by another pair
-/// than before, whether the same node restarted or another node took over, the client:
+/// data). When the node has online replicas, the call's IDs are handed out only once one of
+/// them acknowledged the mark (`WAIT 1`, [`replica_wait`](IcicleOptions::replica_wait)), so a
+/// failover cannot promote a replica without it; otherwise the call is refused
+/// ([`Error::NotReplicated`]). A primary found through Sentinel with no online replica is
+/// refused too. For each logical shard the client remembers the (run ID, replication ID)
+/// pair that served it last and the last millisecond of any ID it accepted. When a shard is
+/// served by another pair than before (the same node restarted, or another node took over),
+/// or by a node the client meets for the first time, the client:
 ///
-/// 1. refuses every ID of that shard whose millisecond is not after the last one it saw
-///    ([`Error::FailoverFenced`]), so it never returns an ID at or below one it returned
-///    before for that shard; and
+/// 1. refuses every ID of that shard whose millisecond is not after the last one it saw and
+///    after the node's shared mark ([`Error::FailoverFenced`]), so it never returns an ID at or
+///    below one any idmint client handed out for that shard before the change; and
 /// 2. sets the node's lock key until the node's own `TIME` passes that millisecond, so other
 ///    clients of the node (Java icicle clients included: they obey the lock) do not issue IDs
 ///    there either. A lock is only ever extended, never shortened.
@@ -147,13 +154,14 @@ impl Default for IcicleOptions {
 ///
 /// What it cannot cover:
 ///
-/// * IDs this client never saw: another client process that issued IDs the restarted node
-///   forgot, and a second client that first meets the node after the change (it has no
-///   earlier pair to compare with). The lock in 2. protects other clients only from the moment
-///   this client notices.
+/// * IDs no idmint client recorded: a Java icicle client's IDs on the same node, and IDs of a
+///   node that lost its data without a replica to fail over to (a restart without
+///   persistence loses the mark too; then only each client's own memory protects).
+/// * A node given by URL that reports no online replica is taken as standalone and serves
+///   without waiting: a failover that some other mechanism (a virtual IP, a proxy) makes to a
+///   replica that was offline then can repeat IDs. Use Sentinel, where the client knows.
 /// * A node whose clock steps back without a restart or failover: nothing the guard watches
 ///   changes.
-/// * A client that restarts: it remembers nothing.
 /// * A Redis without `INFO` (renamed or forbidden by ACL): every attempt fails, since the
 ///   guard cannot work.
 ///
@@ -164,10 +172,11 @@ impl Default for IcicleOptions {
 /// [`with_sentinel`](Self::with_sentinel) makes a client of one logical node: the primary
 /// that the sentinels name for a master, asked for again at every reconnection (after a
 /// connection error, a timeout or a `READONLY` reply from a demoted primary). A promotion
-/// changes the replication ID, so the guard above applies to the promoted replica. The client
-/// does not send `WAIT`: the guard refuses every millisecond up to the last one seen, so the
-/// sequence increments a failover loses do not matter to this client, and `WAIT` would not
-/// help with a replica whose clock is behind (chaos scenario `redis-sentinel`, T19).
+/// changes the replication ID, so the guard above applies to the promoted replica, and the
+/// mark it carries protects the milliseconds every idmint server handed out (chaos scenario
+/// `redis-sentinel`, T19). Since a Sentinel primary serves only while a replica acknowledges
+/// the mark, run two replicas so that icicle mode survives a failover and the loss of a
+/// replica.
 ///
 /// # Example
 ///

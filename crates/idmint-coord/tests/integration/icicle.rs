@@ -667,44 +667,54 @@ async fn a_sentinel_client_follows_a_failover_and_the_guard_holds() {
 /// T19, two servers: server A hands out IDs milliseconds after server B's last, then the
 /// primary is killed and its replica (clock a second behind) promoted. B meets the promoted
 /// node first. The shared mark A recorded, which reached the replica before A handed its IDs
-/// out, makes B refuse every millisecond up to A's last one; with each server's own guard
-/// only (the negative control), B hands out IDs at milliseconds A already used.
+/// out, makes B refuse every millisecond up to A's last one. Two negative controls: with each
+/// server's own guard only (`without_shared_guard`), and with no guard (`without_guard`), B
+/// hands out IDs at milliseconds A already used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_mark_protects_the_ids_another_server_saw() {
-    for shared in [true, false] {
-        let (b_after, a_highest) = two_servers_across_a_failover(shared).await;
-        let Some(a_highest) = a_highest else { return };
+    for guard in [Guard::Shared, Guard::OwnOnly, Guard::None] {
+        let Some((b_after, a_highest)) = two_servers_across_a_failover(guard).await else {
+            continue;
+        };
         let at_or_below = b_after.iter().filter(|id| id.timestamp_ms() <= a_highest).count();
-        if shared {
+        if guard == Guard::Shared {
             assert_eq!(at_or_below, 0, "B repeated milliseconds A had handed out");
         } else {
-            #[cfg(idmint_negative_controls)]
-            assert!(at_or_below > 0, "negative control: B's own guard alone must let them through");
+            assert!(at_or_below > 0, "negative control {guard:?}: B must reach A's milliseconds");
         }
     }
 }
 
+/// Which failover guard the two servers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    /// The guard with the mark shared through Redis.
+    Shared,
+    /// Negative control: each server's own memory only.
+    OwnOnly,
+    /// Negative control: no guard.
+    None,
+}
+
 /// Runs the two-server failover; returns B's IDs after it and A's highest millisecond, or
-/// `None` when Redis is not on PATH (outside CI).
-async fn two_servers_across_a_failover(shared: bool) -> (Vec<Icicle>, Option<u64>) {
-    let Some(mut primary) = start().await else { return (Vec::new(), None) };
+/// `None` when Redis is not on PATH (outside CI) or a control is not compiled in.
+async fn two_servers_across_a_failover(guard: Guard) -> Option<(Vec<Icicle>, u64)> {
+    let mut primary = start().await?;
     IcicleClient::set_shard(&primary.url(), 5, &[]).await.expect("shard");
     let behind = RedisClock::Offset { ms: -1000 };
-    let Some(replica) =
-        testing::available(RedisServer::start_replica_with_clock(&primary, behind).await)
-    else {
-        return (Vec::new(), None);
-    };
+    let replica =
+        testing::available(RedisServer::start_replica_with_clock(&primary, behind).await)?;
     synced(&primary).await;
-    let (mut a, mut b) = (client(&[&primary, &replica]), client(&[&primary, &replica]));
-    if !shared {
-        #[cfg(idmint_negative_controls)]
-        {
-            a = a.without_shared_guard();
-            b = b.without_shared_guard();
-        }
-        #[cfg(not(idmint_negative_controls))]
-        return (Vec::new(), None);
+    let (a, b) = (client(&[&primary, &replica]), client(&[&primary, &replica]));
+    #[cfg(idmint_negative_controls)]
+    let (a, b) = match guard {
+        Guard::Shared => (a, b),
+        Guard::OwnOnly => (a.without_shared_guard(), b.without_shared_guard()),
+        Guard::None => (a.without_guard(), b.without_guard()),
+    };
+    #[cfg(not(idmint_negative_controls))]
+    if guard != Guard::Shared {
+        return None;
     }
     let mut seen = HashSet::new();
     for _ in 0..5 {
@@ -734,7 +744,7 @@ async fn two_servers_across_a_failover(shared: bool) -> (Vec<Icicle>, Option<u64
         }
         assert!(started.elapsed() < Duration::from_secs(10), "B never served");
     }
-    (after, Some(a_highest))
+    Some((after, a_highest))
 }
 
 /// Waits until a replica of `primary` acknowledges its writes: a replica that has just
