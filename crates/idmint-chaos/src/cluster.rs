@@ -306,6 +306,21 @@ impl Drop for Node {
 
 /// The status of `GET target` on a new connection, within a second (`None`: no answer).
 pub(crate) fn http_status(addr: SocketAddr, target: &str) -> Option<u16> {
+    let (stream, status) = http_get_head(addr, target)?;
+    drop(stream);
+    Some(status)
+}
+
+/// The status and the rest of the response (headers and body, as text) of `GET target`.
+pub(crate) fn http_get(addr: SocketAddr, target: &str) -> Option<(u16, String)> {
+    let (mut stream, status) = http_get_head(addr, target)?;
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    Some((status, String::from_utf8_lossy(&rest).into_owned()))
+}
+
+/// Sends `GET target` on a new connection and reads the status line's code, within a second.
+fn http_get_head(addr: SocketAddr, target: &str) -> Option<(TcpStream, u16)> {
     let limit = Duration::from_secs(1);
     let mut stream = TcpStream::connect_timeout(&addr, limit).ok()?;
     stream.set_read_timeout(Some(limit)).ok()?;
@@ -313,7 +328,8 @@ pub(crate) fn http_status(addr: SocketAddr, target: &str) -> Option<u16> {
     write!(stream, "GET {target} HTTP/1.1\r\nhost: idmint\r\nconnection: close\r\n\r\n").ok()?;
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    let status = std::str::from_utf8(&head[9..12]).ok()?.parse().ok()?;
+    Some((stream, status))
 }
 
 /// `kill -<signal> <pid>` on a process this run started.

@@ -16,6 +16,7 @@ use std::{
 use idmint_coord::testing::{EtcdCluster, libfaketime};
 
 mod etcd_restore;
+mod layout_end;
 mod pool;
 mod redis;
 
@@ -154,6 +155,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     Scenario { name: "client-failover", anchor: "T9", control: None, run: client_failover },
     Scenario { name: "grpc-flood", anchor: "T24", control: None, run: grpc_flood },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
+    Scenario { name: "layout-end", anchor: "T14", control: None, run: layout_end::layout_end },
     Scenario { name: "pool-churn-etcd", anchor: "T12", control: None, run: pool::pool_churn_etcd },
     Scenario {
         name: "pool-churn-postgres",
