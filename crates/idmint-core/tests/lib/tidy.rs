@@ -1357,16 +1357,16 @@ fn crate_circles(name: &str, root_imports: bool) -> (usize, Vec<Vec<String>>, Ve
     (sources.len(), found, arrows)
 }
 
-/// No import circle between the files of idmint-server, even counting the crate root's own
-/// imports: its modules stand in floors, each importing only from below (ARCHITECTURE.md,
-/// "Structure, before and after"). The circles of idmint-coord and idmint-client are printed,
-/// not yet refused. Run with `--nocapture` to read the figures.
+/// No import circle between the files of idmint-engine, idmint-server, idmint-coord and
+/// idmint-client, even counting the crate root's own imports: their modules stand in floors,
+/// each importing only from below (ARCHITECTURE.md, "Structure, before and after"). Run with
+/// `--nocapture` to read the figures.
 #[test]
 #[allow(clippy::print_stderr)]
 fn no_import_circles_between_files() {
     let mut report = Vec::new();
     let mut server = Vec::new();
-    for name in ["idmint-server", "idmint-coord", "idmint-client"] {
+    for name in ["idmint-engine", "idmint-server", "idmint-coord", "idmint-client"] {
         for root_imports in [false, true] {
             let (files, found, arrows) = crate_circles(name, root_imports);
             let tied: usize = found.iter().map(Vec::len).sum();
