@@ -42,9 +42,6 @@ pub enum Error {
         /// How long the next ID is away, in ms.
         wait_ms: u64,
     },
-    /// The engine is shutting down.
-    #[error("the server is shutting down")]
-    ShuttingDown,
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -151,7 +151,6 @@ impl From<idmint_engine::Error> for Error {
                 Error::WindowExhausted { namespace, retry_after_ms }
             }
             E::Busy { namespace, wait_ms } => Error::Busy { namespace, wait_ms },
-            E::ShuttingDown => Error::ShuttingDown,
             E::Config(message) => Error::Config(message),
             E::MarkTooFarAhead { namespace, ahead_ms, limit_ms } => {
                 Error::MarkTooFarAhead { namespace, ahead_ms, limit_ms }
