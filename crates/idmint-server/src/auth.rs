@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::{Error, Server, namespace::Namespace};
+use idmint_engine::Namespace;
+
+use crate::{Error, Server};
 
 /// The namespace `name`, after checking its bearer token against `authorization` (the value
 /// of the `Authorization` header or metadata, if any and readable as text): a namespace

@@ -1,5 +1,6 @@
-//! The one error type of `idmint-server`, and the one place where errors become HTTP (and
-//! gRPC) status codes, stable error codes and `Retry-After` hints.
+//! The one error type of `idmint-server`, and the one place where errors, the engine's
+//! among them, become HTTP (and gRPC) status codes, stable error codes and `Retry-After`
+//! hints.
 
 /// Everything a request or the server itself can run into.
 ///
@@ -121,6 +122,47 @@ pub enum Error {
         /// The operating system's error.
         os: std::io::Error,
     },
+    /// An error of the engine that this server does not name (the engine's error enum is
+    /// `#[non_exhaustive]`; every error it has today has its own variant here).
+    #[error(transparent)]
+    Engine(idmint_engine::Error),
+}
+
+/// Every error of the engine as the variant of the same name: the engine chooses no status
+/// code, and [`Error::status`] is where one is chosen.
+///
+/// # Example
+///
+/// ```
+/// use idmint_server::Error;
+///
+/// let error = Error::from(idmint_engine::Error::NotReady("orders".into()));
+/// assert!(matches!(&error, Error::NotReady(ns) if ns == "orders"));
+/// assert_eq!((error.status(), error.code()), (503, "not_ready"));
+/// ```
+impl From<idmint_engine::Error> for Error {
+    fn from(error: idmint_engine::Error) -> Self {
+        use idmint_engine::Error as E;
+        match error {
+            E::BadRequest(message) => Error::BadRequest(message),
+            E::UnknownNamespace(name) => Error::UnknownNamespace(name),
+            E::NotReady(name) => Error::NotReady(name),
+            E::WindowExhausted { namespace, retry_after_ms } => {
+                Error::WindowExhausted { namespace, retry_after_ms }
+            }
+            E::Busy { namespace, wait_ms } => Error::Busy { namespace, wait_ms },
+            E::Config(message) => Error::Config(message),
+            E::MarkTooFarAhead { namespace, ahead_ms, limit_ms } => {
+                Error::MarkTooFarAhead { namespace, ahead_ms, limit_ms }
+            }
+            E::PublicIdsExhausted { namespace, reason } => {
+                Error::PublicIdsExhausted { namespace, reason }
+            }
+            E::Coord(error) => Error::Coord(error),
+            E::Core(error) => Error::Core(error),
+            other => Error::Engine(other),
+        }
+    }
 }
 
 impl Error {
@@ -145,7 +187,10 @@ impl Error {
             | Error::PublicIdsExhausted { .. }
             | Error::Coord(_) => 503,
             Error::Core(core) => core_status(core),
-            Error::Config(_) | Error::MarkTooFarAhead { .. } | Error::Io { .. } => 500,
+            Error::Config(_)
+            | Error::MarkTooFarAhead { .. }
+            | Error::Io { .. }
+            | Error::Engine(_) => 500,
         }
     }
 
@@ -174,6 +219,7 @@ impl Error {
             Error::Coord(_) => "coordination_unavailable",
             Error::Core(core) => core_code(core),
             Error::Io { .. } => "io",
+            Error::Engine(_) => "internal",
         }
     }
 

@@ -35,7 +35,9 @@ use tonic_health::pb::{
     health_server::{Health, HealthServer},
 };
 
-use crate::{Error, Server, auth, issuer::BeBytes, namespace::Namespace};
+use idmint_engine::{BeBytes, Namespace};
+
+use crate::{Error, Server, auth};
 
 /// Messages a `Stream` call may have made but not yet handed to tonic: each one is a
 /// reservation, so a slow reader holds at most this many (plus what HTTP/2 buffers).

@@ -19,11 +19,9 @@ use idmint_core::{AnyId, FieldValue, Format, IdForm, IdText};
 use idmint_proto::{DecodeResponse, FieldJson, Fields, NamespacesResponse};
 use serde::{Deserialize, de::DeserializeOwned};
 
-use crate::{
-    Error, Server, auth,
-    issuer::{BeBytes, IdSink as _},
-    namespace::Namespace,
-};
+use idmint_engine::{BeBytes, IdSink as _, Namespace};
+
+use crate::{Error, Server, auth};
 
 /// The media type of binary batches: IDs as fixed-width big-endian unsigned integers.
 pub(crate) const OCTET_STREAM: &str = "application/octet-stream";
@@ -243,9 +241,9 @@ fn parse_shard_key(text: &str) -> Result<u32, Error> {
 /// checked where IDs are issued (`Server::issue_into`), once for every API.
 fn parse_count(text: &str, max_batch: u64) -> Result<u64, Error> {
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(crate::issuer::count_error(max_batch));
+        return Err(idmint_engine::count_error(max_batch).into());
     }
-    text.parse::<u64>().map_err(|_| crate::issuer::count_error(max_batch))
+    text.parse::<u64>().map_err(|_| idmint_engine::count_error(max_batch).into())
 }
 
 /// The namespace, after checking its bearer token in the `Authorization` header

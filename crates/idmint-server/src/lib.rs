@@ -1,24 +1,24 @@
-//! `idmint-server`: the ID service as a library. [`Server::start`] claims a generator ID for
-//! every namespace and stores its first window ([`Server::start_with`] also takes the stores of
-//! the other [`Source`]s: segments, counters and Redis, in [`Backends`]); [`serve`] answers
+//! `idmint-server`: the ID service as a library, HTTP and gRPC over idmint-engine's issuing
+//! engine. [`Server::start`] starts an [`Engine`] (which claims a generator ID for every
+//! namespace and stores its first window; [`Server::start_with`] also takes the stores of the
+//! other [`Source`]s: segments, counters and Redis, in [`Backends`]); [`serve`] answers
 //! HTTP on a bound listener until a shutdown token is cancelled, then shuts down in order. With the feature `grpc`,
 //! `serve_grpc` answers gRPC (`idmint.v1.IdMint` and `grpc.health.v1.Health`) the same way,
 //! and `serve_all` answers both over one server state, with one shutdown sequence.
 //!
 //! # Layout
 //!
-//! The modules stand in floors, each importing only from those below it (ARCHITECTURE.md
-//! lists them); from the ground up:
+//! Below the whole crate is idmint-engine: the configuration ([`ServerConfig`],
+//! [`NamespaceConfig`], [`Source`]), the backends ([`Backends`]), the clocks, the namespaces
+//! and their issuers, and [`Engine`], whose `issue_into` is the one path of every request's
+//! IDs; this crate re-exports its configuration and backends. The modules of this crate stand
+//! in floors over it, each importing only from those below it (ARCHITECTURE.md lists them);
+//! from the ground up:
 //!
-//! - `error` ([`Error`], the one place that maps errors to status codes, and the JSON error
-//!   body), `metrics` (atomic counters rendered in the Prometheus text format), `cors`, and the
-//!   clocks (`ticker`, `clock`);
-//! - `config` ([`ServerConfig`], [`NamespaceConfig`] and [`Source`], plain data validated at
-//!   start), `clock_watch` (a thread that logs every step of the wall clock past
-//!   [`ServerConfig::clock_step_warn_ms`]) and `backends` ([`Backends`]);
-//! - `issuer` and `namespace`: a namespace's claim, generator, durable window and issuing, or
-//!   the store it issues from, knowing nothing of HTTP; the batch-size rule;
-//! - `server`: [`Server`], whose `issue_into` is the one path of every request's IDs;
+//! - `error` ([`Error`], the one place that maps errors, the engine's among them, to status
+//!   codes, and the JSON error body), `metrics` (the APIs' atomic counters and latency
+//!   histograms, rendered in the Prometheus text format) and `cors`;
+//! - `server`: [`Server`], the engine with the APIs' metrics and the shutdown steps;
 //! - `auth` (bearer tokens), `openapi` and `web` (the status page), over the server;
 //! - `http`: the routes of the HTTP API (`/v1/...`, `/healthz`, `/readyz`, `/metrics`,
 //!   `/openapi.json`);
@@ -63,39 +63,29 @@
 //! ```
 
 mod auth;
-mod backends;
-mod clock;
-mod clock_watch;
-mod config;
 mod cors;
 mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;
-mod issuer;
 mod listener;
 mod metrics;
-mod namespace;
 mod openapi;
 mod server;
-mod ticker;
 mod web;
 
 pub use crate::listener::{bind, bind_with_backlog, serve};
 #[cfg(feature = "grpc")]
 pub use crate::listener::{serve_all, serve_grpc};
 pub use crate::{
-    backends::Backends,
-    clock::{OffsetClock, WallClock},
-    config::{
-        DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS_PER_IP, FieldSetting, NamespaceConfig,
-        PublicIdsSettings, SegmentSettings, ServerConfig, ShardKeys, Source,
-    },
     error::Error,
-    metrics::resident_bytes,
-    namespace::load_public_id_keys,
     openapi::OPENAPI,
     server::{Server, ShutdownStep},
+};
+pub use idmint_engine::{
+    Backends, DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS_PER_IP, Engine, FieldSetting,
+    NamespaceConfig, OffsetClock, PublicIdsSettings, SegmentSettings, ServerConfig, ShardKeys,
+    Source, WallClock, load_public_id_keys, resident_bytes,
 };
 
 /// Entry points for the fuzz targets (`fuzz/` at the repository root): the parsers of the
@@ -127,7 +117,7 @@ pub mod fuzzing {
     /// # Errors
     ///
     /// [`crate::Error::Config`] for an invalid configuration.
-    pub fn validate_config(config: crate::ServerConfig) -> Result<(), crate::Error> {
-        config.validated().map(drop)
+    pub fn validate_config(config: idmint_engine::ServerConfig) -> Result<(), crate::Error> {
+        config.validated().map(drop).map_err(crate::Error::from)
     }
 }

@@ -1,9 +1,9 @@
-//! Prometheus metrics: plain atomic counters on the hot path, rendered as text on `/metrics`.
+//! The metrics of the APIs: HTTP responses by status, connections (open, closed and why,
+//! refused and why) and request latencies per route or gRPC method, rendered by hand as
+//! Prometheus text after the engine's families of issuing (`/metrics`).
 //!
-//! No metrics library: the hot path only does relaxed atomic adds (and a read lock to find a
-//! latency series), and the exposition format is a few lines of text. Every name follows
-//! Prometheus' conventions (base units: seconds and bytes; `_total` on counters), which
-//! `promtool check metrics` checks in the tests.
+//! As the engine's counters: relaxed atomic adds on the hot path (and a read lock to find a
+//! latency series), base units in the names (seconds), `_total` on counters.
 
 use std::{
     collections::BTreeMap,
@@ -14,47 +14,6 @@ use std::{
     },
     time::Duration,
 };
-
-/// Counters and gauges of one namespace.
-#[derive(Debug, Default)]
-pub(crate) struct NamespaceMetrics {
-    pub(crate) ids_issued: AtomicU64,
-    pub(crate) requests: AtomicU64,
-    pub(crate) batches: AtomicU64,
-    pub(crate) sequence_exhaustions: AtomicU64,
-    pub(crate) waited_ms: AtomicU64,
-    pub(crate) clock_backward_events: AtomicU64,
-    pub(crate) clock_backward_ms_total: AtomicU64,
-    pub(crate) clock_backward_ms_max: AtomicU64,
-    pub(crate) window_exhausted: AtomicU64,
-    pub(crate) mark_ms: AtomicU64,
-    pub(crate) mark_extensions: AtomicU64,
-    pub(crate) mark_failures: AtomicU64,
-    pub(crate) claims: AtomicU64,
-    pub(crate) claims_lost: AtomicU64,
-    pub(crate) store_failures: AtomicU64,
-}
-
-impl NamespaceMetrics {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Relaxed);
-    }
-
-    pub(crate) fn clock_backward(&self, step_ms: u64) {
-        self.clock_backward_events.fetch_add(1, Relaxed);
-        self.clock_backward_ms_total.fetch_add(step_ms, Relaxed);
-        self.clock_backward_ms_max.fetch_max(step_ms, Relaxed);
-    }
-}
-
-/// The state of a namespace at render time, beyond its counters.
-pub(crate) struct NamespaceGauges<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) ready: bool,
-    pub(crate) generator_id: Option<u64>,
-    pub(crate) ahead_of_wall_ms: u64,
-    pub(crate) metrics: &'a NamespaceMetrics,
-}
 
 /// The metrics an API owns (the gRPC API's calls and streams): it makes them when it is
 /// served ([`Server::api_metrics`](crate::Server::api_metrics)), and `/metrics` renders them
@@ -123,6 +82,34 @@ impl CloseReason {
 }
 
 impl HttpMetrics {
+    /// Appends the families of HTTP: responses by status code, connections, latencies.
+    pub(crate) fn render(&self, out: &mut String) {
+        let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        };
+        let load = |c: &AtomicU64| c.load(Relaxed);
+        family(out, "idmint_http_responses_total", "counter", "HTTP responses by status code.");
+        for (i, status) in STATUSES.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "idmint_http_responses_total{{code=\"{status}\"}} {}",
+                load(&self.by_status[i])
+            );
+        }
+        let _ = writeln!(
+            out,
+            "idmint_http_responses_total{{code=\"other\"}} {}",
+            load(&self.by_status[STATUSES.len()])
+        );
+        self.render_connections(out);
+        self.latency.render(
+        out,
+        "idmint_http_request_duration_seconds",
+        "HTTP request latency, from the request's head to its response's head, by method and route template.",
+        ["method", "route"],
+    );
+    }
+
     pub(crate) fn record(&self, status: u16) {
         let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
         self.by_status[slot].fetch_add(1, Relaxed);
@@ -174,186 +161,6 @@ impl HttpMetrics {
                 load(&self.refused[reason as usize])
             );
         }
-    }
-}
-
-/// Renders everything in the Prometheus text exposition format.
-pub(crate) fn render(
-    namespaces: &[NamespaceGauges<'_>],
-    http: &HttpMetrics,
-    ready: bool,
-) -> String {
-    let mut out = String::with_capacity(4096);
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    let per_ns = |out: &mut String,
-                  name: &str,
-                  kind: &str,
-                  help: &str,
-                  value: &dyn Fn(&NamespaceGauges<'_>) -> u64| {
-        family(out, name, kind, help);
-        for ns in namespaces {
-            let _ = writeln!(out, "{name}{{namespace=\"{}\"}} {}", ns.name, value(ns));
-        }
-    };
-    // A value kept in ms, shown in seconds (Prometheus wants base units).
-    let per_ns_seconds = |out: &mut String,
-                          name: &str,
-                          kind: &str,
-                          help: &str,
-                          value: &dyn Fn(&NamespaceGauges<'_>) -> u64| {
-        family(out, name, kind, help);
-        for ns in namespaces {
-            let _ = writeln!(out, "{name}{{namespace=\"{}\"}} {}", ns.name, Seconds(value(ns)));
-        }
-    };
-    let load = |c: &AtomicU64| c.load(Relaxed);
-    per_ns(&mut out, "idmint_ids_issued_total", "counter", "IDs issued.", &|n| {
-        load(&n.metrics.ids_issued)
-    });
-    per_ns(
-        &mut out,
-        "idmint_requests_total",
-        "counter",
-        "Requests for IDs (single and batch).",
-        &|n| load(&n.metrics.requests),
-    );
-    per_ns(&mut out, "idmint_batches_total", "counter", "Batch requests served.", &|n| {
-        load(&n.metrics.batches)
-    });
-    per_ns(
-        &mut out,
-        "idmint_sequence_exhaustions_total",
-        "counter",
-        "Times a tick's sequence was used up and the generator had to wait.",
-        &|n| load(&n.metrics.sequence_exhaustions),
-    );
-    per_ns_seconds(
-        &mut out,
-        "idmint_wait_seconds_total",
-        "counter",
-        "Time requests spent waiting for the generator, in seconds.",
-        &|n| load(&n.metrics.waited_ms),
-    );
-    per_ns(
-        &mut out,
-        "idmint_clock_backward_total",
-        "counter",
-        "Backward steps of the wall clock seen.",
-        &|n| load(&n.metrics.clock_backward_events),
-    );
-    per_ns_seconds(
-        &mut out,
-        "idmint_clock_backward_seconds_total",
-        "counter",
-        "Sum of the sizes of backward wall-clock steps, in seconds.",
-        &|n| load(&n.metrics.clock_backward_ms_total),
-    );
-    per_ns_seconds(
-        &mut out,
-        "idmint_clock_backward_max_seconds",
-        "gauge",
-        "The largest backward wall-clock step seen, in seconds.",
-        &|n| load(&n.metrics.clock_backward_ms_max),
-    );
-    per_ns_seconds(
-        &mut out,
-        "idmint_ahead_of_wall_seconds",
-        "gauge",
-        "How far the namespace's IDs run ahead of this process's wall clock, in seconds, read at scrape time: the time in the newest ID issued (or the logical time of the next one, if later) minus the wall clock, the largest over its generators. While the wall clock is stepped forward it is 0 (IDs follow the wall clock); once the wall clock is stepped back it is the size of the step, for the life of the process (logical time never goes back); after a start or takeover above a stored mark, how far that mark was ahead.",
-        &|n| n.ahead_of_wall_ms,
-    );
-    per_ns(
-        &mut out,
-        "idmint_window_exhausted_total",
-        "counter",
-        "Requests refused because the stored high-water mark was used up.",
-        &|n| load(&n.metrics.window_exhausted),
-    );
-    per_ns_seconds(
-        &mut out,
-        "idmint_high_water_mark_timestamp_seconds",
-        "gauge",
-        "The durably stored high-water mark, as a Unix time in seconds.",
-        &|n| load(&n.metrics.mark_ms),
-    );
-    per_ns(
-        &mut out,
-        "idmint_high_water_mark_extensions_total",
-        "counter",
-        "Successful extensions of the high-water mark.",
-        &|n| load(&n.metrics.mark_extensions),
-    );
-    per_ns(
-        &mut out,
-        "idmint_high_water_mark_failures_total",
-        "counter",
-        "Failed attempts to extend the high-water mark.",
-        &|n| load(&n.metrics.mark_failures),
-    );
-    per_ns(&mut out, "idmint_claims_total", "counter", "Generator-ID claims taken.", &|n| {
-        load(&n.metrics.claims)
-    });
-    per_ns(
-        &mut out,
-        "idmint_claims_lost_total",
-        "counter",
-        "Claims lost or lapsed, after which the namespace claimed again.",
-        &|n| load(&n.metrics.claims_lost),
-    );
-    per_ns(
-        &mut out,
-        "idmint_store_failures_total",
-        "counter",
-        "Failed calls to the store a namespace issues from (segments, counters, Redis).",
-        &|n| load(&n.metrics.store_failures),
-    );
-    per_ns(
-        &mut out,
-        "idmint_namespace_ready",
-        "gauge",
-        "1 when the namespace can issue IDs.",
-        &|n| u64::from(n.ready),
-    );
-    family(&mut out, "idmint_generator_id", "gauge", "The generator ID held for the namespace.");
-    for ns in namespaces {
-        if let Some(id) = ns.generator_id {
-            let _ = writeln!(out, "idmint_generator_id{{namespace=\"{}\"}} {id}", ns.name);
-        }
-    }
-    family(&mut out, "idmint_ready", "gauge", "1 when the server is ready to issue IDs.");
-    let _ = writeln!(out, "idmint_ready {}", u64::from(ready));
-    family(&mut out, "idmint_http_responses_total", "counter", "HTTP responses by status code.");
-    for (i, status) in STATUSES.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "idmint_http_responses_total{{code=\"{status}\"}} {}",
-            load(&http.by_status[i])
-        );
-    }
-    let _ = writeln!(
-        out,
-        "idmint_http_responses_total{{code=\"other\"}} {}",
-        load(&http.by_status[STATUSES.len()])
-    );
-    http.render_connections(&mut out);
-    http.latency.render(
-        &mut out,
-        "idmint_http_request_duration_seconds",
-        "HTTP request latency, from the request's head to its response's head, by method and route template.",
-        ["method", "route"],
-    );
-    render_process(&mut out);
-    out
-}
-
-/// Milliseconds, written as seconds with three decimals (`1500` is `1.500`).
-pub(crate) struct Seconds(pub(crate) u64);
-
-impl std::fmt::Display for Seconds {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
     }
 }
 
@@ -451,133 +258,9 @@ fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// `idmint_build_info` and the standard process metrics (Linux: read from `/proc/self`;
-/// elsewhere only the build info).
-pub(crate) fn render_process(out: &mut String) {
-    let _ = writeln!(
-        out,
-        "# HELP idmint_build_info The version of idmint serving, as a label; always 1.\n# TYPE idmint_build_info gauge\nidmint_build_info{{version=\"{}\"}} 1",
-        env!("CARGO_PKG_VERSION")
-    );
-    let Some(process) = Process::read() else { return };
-    let _ = writeln!(
-        out,
-        "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
-        Seconds(process.cpu_ticks * 1000 / CLOCK_TICKS_PER_SECOND)
-    );
-    let _ = writeln!(
-        out,
-        "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}",
-        process.resident_bytes
-    );
-    let _ = writeln!(
-        out,
-        "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\nprocess_open_fds {}",
-        process.open_fds
-    );
-    if let Some(limit) = process.max_fds {
-        let _ = writeln!(
-            out,
-            "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\nprocess_max_fds {limit}"
-        );
-    }
-    if let Some(start_ms) = process.start_ms {
-        let _ = writeln!(
-            out,
-            "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {}",
-            Seconds(start_ms)
-        );
-    }
-}
-
-/// `/proc` counts CPU time and start times in clock ticks of USER_HZ, which Linux fixes at 100
-/// for user space on every architecture it runs on (`sysconf(_SC_CLK_TCK)` would need unsafe
-/// code to ask).
-const CLOCK_TICKS_PER_SECOND: u64 = 100;
-
-/// The resident size of this process in bytes, as `/metrics` reports it
-/// (`process_resident_memory_bytes`): `VmRSS` in `/proc/self/status`. `None` where that file
-/// is not there or not as Linux writes it.
-///
-/// # Example
-///
-/// ```
-/// if let Some(bytes) = idmint_server::resident_bytes() {
-///     assert!(bytes > 0);
-/// }
-/// ```
-pub fn resident_bytes() -> Option<u64> {
-    vm_rss_bytes(&std::fs::read_to_string("/proc/self/status").ok()?)
-}
-
-/// `VmRSS` of a `/proc/<pid>/status` text, in bytes (the file gives kB).
-fn vm_rss_bytes(status: &str) -> Option<u64> {
-    let kb = status.lines().find_map(|line| line.strip_prefix("VmRSS:"))?;
-    kb.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?.checked_mul(1024)
-}
-
-/// What `/proc/self` says about this process.
-#[derive(Debug, PartialEq, Eq)]
-struct Process {
-    cpu_ticks: u64,
-    resident_bytes: u64,
-    open_fds: u64,
-    max_fds: Option<u64>,
-    start_ms: Option<u64>,
-}
-
-impl Process {
-    fn read() -> Option<Process> {
-        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
-        let boot = std::fs::read_to_string("/proc/stat").ok();
-        let limits = std::fs::read_to_string("/proc/self/limits").ok();
-        Process::parse(&stat, &status, boot.as_deref(), limits.as_deref(), open_fds)
-    }
-
-    /// Parses the files of `/proc` (pure, for the tests).
-    fn parse(
-        stat: &str,
-        status: &str,
-        proc_stat: Option<&str>,
-        limits: Option<&str>,
-        open_fds: u64,
-    ) -> Option<Process> {
-        // The command name (field 2) is in parentheses and may hold spaces: fields after it
-        // are counted from the last `)`. utime and stime are fields 14 and 15, starttime 22.
-        let after = stat.rsplit_once(')')?.1;
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-        let cpu_ticks = field(14)?.checked_add(field(15)?)?;
-        let resident_bytes = vm_rss_bytes(status)?;
-        let boot_secs = proc_stat.and_then(|text| {
-            text.lines().find_map(|line| line.strip_prefix("btime "))?.trim().parse::<u64>().ok()
-        });
-        let start_ms = boot_secs
-            .zip(field(22))
-            .map(|(boot, ticks)| boot * 1000 + ticks * 1000 / CLOCK_TICKS_PER_SECOND);
-        let max_fds = limits.and_then(|text| {
-            let line = text.lines().find(|line| line.starts_with("Max open files"))?;
-            line["Max open files".len()..].split_whitespace().next()?.parse::<u64>().ok()
-        });
-        Some(Process { cpu_ticks, resident_bytes, open_fds, max_fds, start_ms })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seconds_are_written_from_ms() {
-        let check = |ms: u64, want: &str| assert_eq!(Seconds(ms).to_string(), want);
-        check(0, "0.000");
-        check(1, "0.001");
-        check(1_500, "1.500");
-        check(60_000, "60.000");
-        check(u64::MAX, "18446744073709551.615");
-    }
 
     #[test]
     fn a_histogram_is_cumulative_with_its_sum_and_count() {
@@ -594,35 +277,5 @@ mod tests {
         check("h_bucket{route=\"/x\",le=\"+Inf\"} 4");
         check("h_sum{route=\"/x\"} 20.001300000");
         check("h_count{route=\"/x\"} 4");
-    }
-
-    #[test]
-    fn proc_files_are_parsed_and_bad_ones_refused() {
-        let stat = "4242 (idmint (a) b) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 12345 1000000 500 18446744073709551615";
-        let status = "Name:\tidmint\nVmRSS:\t   2048 kB\nThreads:\t9\n";
-        let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 4096                 files\n";
-        let process =
-            Process::parse(stat, status, Some("cpu 1 2\nbtime 1700000000\n"), Some(limits), 7);
-        assert_eq!(
-            process,
-            Some(Process {
-                cpu_ticks: 300,
-                resident_bytes: 2048 * 1024,
-                open_fds: 7,
-                max_fds: Some(1024),
-                start_ms: Some(1_700_000_123_450),
-            })
-        );
-        assert_eq!(Process::parse("garbage", status, None, None, 1), None);
-        assert_eq!(Process::parse(stat, "VmRSS: lots\n", None, None, 1), None);
-    }
-
-    /// The live process, as the server reads it: some CPU, some memory, open files.
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn this_process_is_read() {
-        let process = Process::read().expect("/proc/self");
-        assert!(process.resident_bytes > 0 && process.open_fds > 0);
-        assert!(process.start_ms.is_some_and(|ms| ms > 1_600_000_000_000));
     }
 }

@@ -12,7 +12,9 @@
 use idmint_core::{Format, IdForm, IdText};
 use serde_json::{Value, json};
 
-use crate::{Server, namespace::Namespace};
+use idmint_engine::Namespace;
+
+use crate::Server;
 
 /// The OpenAPI 3.1 document of the HTTP API, as a template: `/openapi.json` serves it made
 /// exact for the server's configuration (a path per namespace, each with only the `format`s
@@ -200,7 +202,9 @@ mod tests {
     use idmint_coord::MemoryCoordinator;
     use idmint_core::SystemClock;
 
-    use crate::{NamespaceConfig, Server, ServerConfig};
+    use idmint_engine::{NamespaceConfig, ServerConfig, ShardKeys};
+
+    use crate::Server;
 
     #[tokio::test]
     async fn each_namespace_gets_exact_paths() {
@@ -215,7 +219,7 @@ mod tests {
                 },
                 NamespaceConfig {
                     layout: "hot-guid".into(),
-                    shard_keys: Some(crate::ShardKeys { first: 0, last: 1023 }),
+                    shard_keys: Some(ShardKeys { first: 0, last: 1023 }),
                     ..NamespaceConfig::named("guid")
                 },
             ],

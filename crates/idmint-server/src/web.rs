@@ -8,7 +8,9 @@ use axum::{Json, Router, http::header, response::IntoResponse, routing::get};
 use idmint_core::Layout;
 use serde_json::{Value, json};
 
-use crate::{Error, Server, metrics::NamespaceMetrics};
+use idmint_engine::{NamespaceCounters, Source};
+
+use crate::{Error, Server};
 
 /// The page, its script and its style sheet: plain files, built into the binary.
 const INDEX_HTML: &str = include_str!("../web/index.html");
@@ -51,25 +53,25 @@ async fn status(axum::extract::State(server): axum::extract::State<Arc<Server>>)
         .namespace_list()
         .iter()
         .map(|ns| {
-            let gauges = ns.gauges(server.clocks());
-            let claim = match (ns.source, gauges.generator_id) {
-                (crate::Source::Generator, Some(_)) => "held",
-                (crate::Source::Generator, None) => "waiting",
-                (crate::Source::Counters, Some(_)) => "counter",
+            let status = ns.status(server.clocks());
+            let claim = match (ns.source, status.generator_id) {
+                (Source::Generator, Some(_)) => "held",
+                (Source::Generator, None) => "waiting",
+                (Source::Counters, Some(_)) => "counter",
                 _ => "none-needed",
             };
-            let mark_ms = load(&gauges.metrics.mark_ms);
+            let mark_ms = status.counters.mark_ms;
             json!({
                 "name": ns.name,
                 "layout": ns.layout.name(),
                 "source": ns.source.name(),
                 "auth": ns.token().is_some(),
-                "ready": gauges.ready,
-                "generator_id": gauges.generator_id,
+                "ready": status.ready,
+                "generator_id": status.generator_id,
                 "generators": ns.layout.generator_count(),
                 "claim": claim,
                 "mark_ms": (mark_ms > 0).then_some(mark_ms),
-                "ahead_of_wall_ms": gauges.ahead_of_wall_ms,
+                "ahead_of_wall_ms": status.ahead_of_wall_ms,
                 "js_safe": ns.layout.is_js_safe(),
                 "id_bits": ns.layout.id_bits(),
                 "default_format": ns.text(None).map_or_else(
@@ -77,7 +79,7 @@ async fn status(axum::extract::State(server): axum::extract::State<Arc<Server>>)
                     |text| text.name().to_owned(),
                 ),
                 "type_prefix": ns.type_prefix().map(ToString::to_string),
-                "counters": counters(gauges.metrics),
+                "counters": counters(&status.counters),
             })
         })
         .collect();
@@ -90,25 +92,21 @@ async fn status(axum::extract::State(server): axum::extract::State<Arc<Server>>)
     }))
 }
 
-fn load(counter: &std::sync::atomic::AtomicU64) -> u64 {
-    counter.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// The counters of one namespace, as on `/metrics`.
-fn counters(m: &NamespaceMetrics) -> Value {
+fn counters(m: &NamespaceCounters) -> Value {
     json!({
-        "ids_issued": load(&m.ids_issued),
-        "requests": load(&m.requests),
-        "batches": load(&m.batches),
-        "sequence_exhaustions": load(&m.sequence_exhaustions),
-        "wait_ms": load(&m.waited_ms),
-        "clock_backward": load(&m.clock_backward_events),
-        "window_exhausted": load(&m.window_exhausted),
-        "mark_extensions": load(&m.mark_extensions),
-        "mark_failures": load(&m.mark_failures),
-        "claims": load(&m.claims),
-        "claims_lost": load(&m.claims_lost),
-        "store_failures": load(&m.store_failures),
+        "ids_issued": m.ids_issued,
+        "requests": m.requests,
+        "batches": m.batches,
+        "sequence_exhaustions": m.sequence_exhaustions,
+        "wait_ms": m.waited_ms,
+        "clock_backward": m.clock_backward_events,
+        "window_exhausted": m.window_exhausted,
+        "mark_extensions": m.mark_extensions,
+        "mark_failures": m.mark_failures,
+        "claims": m.claims,
+        "claims_lost": m.claims_lost,
+        "store_failures": m.store_failures,
     })
 }
 

@@ -90,7 +90,7 @@ fn set_offset(file: &Path, offset: &str) {
 /// The clock watch's WARN lines in a log.
 fn warn_lines(log: &str) -> Vec<String> {
     log.lines()
-        .filter(|l| l.contains("WARN") && l.contains("idmint_server::clock_watch"))
+        .filter(|l| l.contains("WARN") && l.contains("idmint_engine::clock_watch"))
         .map(str::to_owned)
         .collect()
 }

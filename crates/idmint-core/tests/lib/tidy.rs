@@ -753,6 +753,50 @@ fn the_dependency_table_of_architecture_md_matches_the_manifests() {
     assert!(!users("clap", "[dependencies]").contains("idmint-server"));
 }
 
+/// The HTTP and gRPC crates: the engine names none of them, so that an application can issue
+/// in its own process without a server's stack (ARCHITECTURE.md, `crates/idmint-engine`).
+const HTTP_AND_GRPC_CRATES: [&str; 9] = [
+    "axum",
+    "hyper",
+    "hyper-util",
+    "tonic",
+    "tonic-web",
+    "tonic-health",
+    "tower",
+    "tower-http",
+    "tower-service",
+];
+
+/// The HTTP and gRPC crates among the `[dependencies]` of a manifest.
+fn http_and_grpc_dependencies(manifest: &str) -> BTreeSet<String> {
+    let dependencies = manifest_section(manifest, "[dependencies]");
+    HTTP_AND_GRPC_CRATES
+        .iter()
+        .filter(|name| dependencies.contains(**name))
+        .map(|name| (*name).to_owned())
+        .collect()
+}
+
+/// idmint-engine's `[dependencies]` name no HTTP or gRPC crate: the engine issues, and only
+/// idmint-server serves.
+#[test]
+fn the_engine_depends_on_no_http_or_grpc_crate() {
+    let manifests = manifests();
+    let engine = manifests.get("idmint-engine").expect("crates/idmint-engine/Cargo.toml");
+    let found = http_and_grpc_dependencies(engine);
+    assert!(found.is_empty(), "idmint-engine depends on HTTP or gRPC crates: {found:?}");
+    // Negative controls: the server's manifest names them, and one added to the engine's
+    // `[dependencies]` (not its dev-dependencies) is found.
+    let server = http_and_grpc_dependencies(&manifests["idmint-server"]);
+    assert!(server.contains("axum") && server.contains("tonic"), "{server:?}");
+    let with_hyper =
+        engine.replacen("[dependencies]\n", "[dependencies]\nhyper.workspace = true\n", 1);
+    assert_ne!(&with_hyper, engine, "the control edits the manifest");
+    assert_eq!(http_and_grpc_dependencies(&with_hyper), BTreeSet::from(["hyper".to_owned()]));
+    let as_dev = format!("{engine}\n[dev-dependencies]\ntower = \"0.5\"\n");
+    assert!(http_and_grpc_dependencies(&as_dev).is_empty());
+}
+
 /// The cfg of the negative controls, spelled in pieces so that this file is not one of the
 /// files that use it (ARCHITECTURE.md's "Checked rules" list them).
 fn controls_cfg() -> String {
@@ -1357,16 +1401,16 @@ fn crate_circles(name: &str, root_imports: bool) -> (usize, Vec<Vec<String>>, Ve
     (sources.len(), found, arrows)
 }
 
-/// No import circle between the files of idmint-server, even counting the crate root's own
-/// imports: its modules stand in floors, each importing only from below (ARCHITECTURE.md,
-/// "Structure, before and after"). The circles of idmint-coord and idmint-client are printed,
-/// not yet refused. Run with `--nocapture` to read the figures.
+/// No import circle between the files of idmint-engine, idmint-server, idmint-coord and
+/// idmint-client, even counting the crate root's own imports: their modules stand in floors,
+/// each importing only from below (ARCHITECTURE.md, "Structure, before and after"). Run with
+/// `--nocapture` to read the figures.
 #[test]
 #[allow(clippy::print_stderr)]
 fn no_import_circles_between_files() {
     let mut report = Vec::new();
     let mut server = Vec::new();
-    for name in ["idmint-server", "idmint-coord", "idmint-client"] {
+    for name in ["idmint-engine", "idmint-server", "idmint-coord", "idmint-client"] {
         for root_imports in [false, true] {
             let (files, found, arrows) = crate_circles(name, root_imports);
             let tied: usize = found.iter().map(Vec::len).sum();

@@ -10,6 +10,7 @@ use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::{conn::auto, graceful::GracefulShutdown},
 };
+use idmint_engine::{DEFAULT_LISTEN_BACKLOG, ServerConfig};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
@@ -19,7 +20,7 @@ use super::{
     socket::{MAX_HEADER_BYTES, Tracked},
     watchdog::{GuardedBody, RequestGuard, TrackedBody, watch},
 };
-use crate::{DEFAULT_LISTEN_BACKLOG, Error, Server, ServerConfig, ShutdownStep, http};
+use crate::{Error, Server, ShutdownStep, http};
 
 /// Serves the HTTP API of `server` on `listener` until `shutdown` is cancelled, then shuts
 /// down in order: report not ready, keep serving for `shutdown_delay_ms` (so that load

@@ -9,7 +9,9 @@ use std::{
 };
 
 use super::watchdog::{Conn, Deadlines};
-use crate::{Server, ServerConfig, metrics::Refusal};
+use idmint_engine::ServerConfig;
+
+use crate::{Server, metrics::Refusal};
 
 /// The one admission of both ports: their caps, the deadlines every connection gets, and the
 /// open connections they count.

@@ -15,7 +15,9 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Server, ServerConfig, metrics::CloseReason};
+use idmint_engine::ServerConfig;
+
+use crate::{Server, metrics::CloseReason};
 
 /// The deadlines of HTTP connections, from [`ServerConfig`].
 #[derive(Debug)]

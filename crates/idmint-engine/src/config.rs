@@ -19,20 +19,20 @@ use crate::Error;
 /// # Example
 ///
 /// ```
-/// use idmint_server::{DEFAULT_MAX_CONNECTIONS_PER_IP, ServerConfig};
+/// use idmint_engine::{DEFAULT_MAX_CONNECTIONS_PER_IP, ServerConfig};
 ///
 /// assert_eq!(ServerConfig::default().max_connections_per_ip, Some(DEFAULT_MAX_CONNECTIONS_PER_IP));
 /// ```
 pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
 
-/// The listen backlog of [`bind`](crate::bind) and the default of
+/// The listen backlog of `idmint_server::bind` and the default of
 /// [`ServerConfig::listen_backlog`]: room for a burst of new connections while the accept
 /// loop catches up (the kernel caps it at `net.core.somaxconn`).
 ///
 /// # Example
 ///
 /// ```
-/// use idmint_server::{DEFAULT_LISTEN_BACKLOG, ServerConfig};
+/// use idmint_engine::{DEFAULT_LISTEN_BACKLOG, ServerConfig};
 ///
 /// assert_eq!(ServerConfig::default().listen_backlog, DEFAULT_LISTEN_BACKLOG);
 /// ```
@@ -43,7 +43,7 @@ pub const DEFAULT_LISTEN_BACKLOG: u32 = 1024;
 /// # Example
 ///
 /// ```
-/// use idmint_server::{NamespaceConfig, ServerConfig};
+/// use idmint_engine::{NamespaceConfig, ServerConfig};
 ///
 /// let config: ServerConfig = serde_json::from_str(
 ///     r#"{"window_ms": 5000, "namespaces": [{"name": "orders", "layout": "js53"}]}"#,
@@ -125,7 +125,7 @@ pub struct ServerConfig {
     /// connects from one address). Default: 256 (DESIGN.md, "Why does the gRPC port share the
     /// HTTP port's admission?").
     pub max_connections_per_ip: Option<usize>,
-    /// The listen backlog of the CLI's listeners ([`crate::bind_with_backlog`]): connections
+    /// The listen backlog of the CLI's listeners (`idmint_server::bind_with_backlog`): connections
     /// the kernel completes before they are accepted, so a burst waits instead of being
     /// dropped. Default: 1,024 ([`DEFAULT_LISTEN_BACKLOG`]).
     pub listen_backlog: u32,
@@ -183,14 +183,14 @@ impl Default for ServerConfig {
 /// # Example
 ///
 /// ```
-/// use idmint_server::{NamespaceConfig, Source};
+/// use idmint_engine::{NamespaceConfig, Source};
 ///
 /// let ns = NamespaceConfig { generator_id: Some(7), ..NamespaceConfig::named("orders") };
 /// assert_eq!(ns.layout, "snowflake");
 /// assert_eq!(ns.source()?, Source::Generator);
 /// let seq = NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("invoices") };
 /// assert_eq!(seq.source()?, Source::Segment);
-/// # Ok::<(), idmint_server::Error>(())
+/// # Ok::<(), idmint_engine::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -276,7 +276,7 @@ pub struct NamespaceConfig {
 /// # Example
 ///
 /// ```
-/// use idmint_server::ShardKeys;
+/// use idmint_engine::ShardKeys;
 ///
 /// let keys: ShardKeys = "0..=1023".parse()?;
 /// assert_eq!(keys, ShardKeys { first: 0, last: 1023 });
@@ -355,7 +355,7 @@ impl From<ShardKeys> for String {
 /// # Example
 ///
 /// ```
-/// use idmint_server::PublicIdsSettings;
+/// use idmint_engine::PublicIdsSettings;
 ///
 /// let settings: PublicIdsSettings = serde_json::from_str(r#"{"key_file": "/etc/idmint/keys.json"}"#)?;
 /// assert_eq!(settings.key_file, "/etc/idmint/keys.json");
@@ -381,7 +381,7 @@ pub struct PublicIdsSettings {
 /// # Example
 ///
 /// ```
-/// use idmint_server::Source;
+/// use idmint_engine::Source;
 ///
 /// let source: Source = serde_json::from_str("\"counters\"")?;
 /// assert_eq!(source, Source::Counters);
@@ -412,7 +412,7 @@ impl Source {
     /// # Example
     ///
     /// ```
-    /// assert_eq!(idmint_server::Source::Counters.name(), "counters");
+    /// assert_eq!(idmint_engine::Source::Counters.name(), "counters");
     /// ```
     pub fn name(self) -> &'static str {
         match self {
@@ -430,7 +430,7 @@ impl Source {
     ///
     /// ```
     /// use idmint_core::Layout;
-    /// use idmint_server::Source;
+    /// use idmint_engine::Source;
     ///
     /// assert_eq!(Source::default_for(&Layout::builtin("decimal-id")?), Source::Counters);
     /// assert_eq!(Source::default_for(&Layout::builtin("icicle")?), Source::Generator);
@@ -451,7 +451,7 @@ impl Source {
     /// # Example
     ///
     /// ```
-    /// use idmint_server::Source;
+    /// use idmint_engine::Source;
     ///
     /// assert_eq!(Source::Redis.layout_name(), Some("icicle"));
     /// assert_eq!(Source::Generator.layout_name(), None);
@@ -472,7 +472,7 @@ impl Source {
     ///
     /// ```
     /// use idmint_core::{Layout, Order};
-    /// use idmint_server::Source;
+    /// use idmint_engine::Source;
     ///
     /// let icicle = Layout::builtin("icicle")?;
     /// assert_eq!(Source::Generator.order(&icicle), Order::Increasing);
@@ -515,7 +515,7 @@ impl std::str::FromStr for Source {
 /// # Example
 ///
 /// ```
-/// use idmint_server::SegmentSettings;
+/// use idmint_engine::SegmentSettings;
 ///
 /// let settings: SegmentSettings = serde_json::from_str(r#"{"initial_step": 5000, "min_step": 5000}"#)?;
 /// assert_eq!(settings.max_step, 1_000_000);
@@ -731,7 +731,7 @@ pub(crate) type Fields = Vec<(String, FieldValue)>;
 /// # Example
 ///
 /// ```
-/// use idmint_server::FieldSetting;
+/// use idmint_engine::FieldSetting;
 ///
 /// let mode: FieldSetting = serde_json::from_str("\"time-sequential\"")?;
 /// assert_eq!(mode, FieldSetting::Text("time-sequential".into()));
@@ -747,8 +747,24 @@ pub enum FieldSetting {
 }
 
 impl ServerConfig {
-    /// Checks the limits and the namespaces, and fills in the default namespace.
-    pub(crate) fn validated(mut self) -> Result<Self, Error> {
+    /// Checks the limits and the namespaces, and fills in the default namespace, as
+    /// [`Engine::start`](crate::Engine::start) does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the first setting that is wrong.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_engine::ServerConfig;
+    ///
+    /// let config = ServerConfig::default().validated()?;
+    /// assert_eq!(config.namespaces.len(), 1);
+    /// assert!(ServerConfig { window_ms: 1, ..ServerConfig::default() }.validated().is_err());
+    /// # Ok::<(), idmint_engine::Error>(())
+    /// ```
+    pub fn validated(mut self) -> Result<Self, Error> {
         let bad = |msg: String| Err(Error::Config(msg));
         if self.window_ms < 100 || self.window_ms > 3_600_000 {
             return bad(format!("window_ms must be 100..=3600000, not {}", self.window_ms));
@@ -769,7 +785,7 @@ impl ServerConfig {
             ));
         }
         for origin in &self.cors_allow_origins {
-            crate::cors::check_origin(origin).map_err(Error::Config)?;
+            check_origin(origin).map_err(Error::Config)?;
         }
         if self.cors_allow_origins.len() > 1 && self.cors_allow_origins.iter().any(|o| o == "*") {
             return bad("cors_allow_origins: `*` allows every origin; give it alone".into());
@@ -1064,6 +1080,39 @@ fn coord_reason(e: idmint_coord::Error) -> String {
     }
 }
 
+/// Checks one entry of `cors_allow_origins`: `*`, or an origin as a browser sends it
+/// (`scheme://host` or `scheme://host:port`, no path, no trailing slash, and a valid HTTP
+/// header value: visible ASCII, spaces and tabs, no control characters).
+fn check_origin(origin: &str) -> Result<(), String> {
+    if origin == "*" {
+        return Ok(());
+    }
+    let bad = |why: &str| {
+        Err(format!(
+            "cors_allow_origins: `{}` is not an origin ({why}); write `*` or \
+             scheme://host[:port], e.g. https://app.example.com",
+            origin.chars().take(100).collect::<String>()
+        ))
+    };
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return bad("no scheme");
+    };
+    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+        return bad("the scheme must be lowercase letters, like http or https");
+    }
+    if rest.is_empty() {
+        return bad("no host");
+    }
+    if rest.contains(['/', '?', '#', '@', ' ']) {
+        return bad("an origin has no path, query, user or spaces");
+    }
+    // The bytes an HTTP header value may hold (as the `http` crate's `HeaderValue` checks).
+    if !origin.bytes().all(|b| (b >= 32 && b != 127) || b == b'\t') {
+        return bad("not a valid header value");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1096,5 +1145,26 @@ mod tests {
         check(|c| c.shutdown_delay_ms = 0, true);
         check(|c| c.shutdown_delay_ms = 600_000, true);
         check(|c| c.shutdown_delay_ms = 600_001, false);
+    }
+
+    #[test]
+    fn origins_are_checked() {
+        let check = |origin: &str, ok: bool| {
+            assert_eq!(check_origin(origin).is_ok(), ok, "{origin:?}: {:?}", check_origin(origin))
+        };
+        check("*", true);
+        check("http://127.0.0.1:5173", true);
+        check("https://app.example.com", true);
+        check("app.example.com", false);
+        check("https://app.example.com/", false);
+        check("https://app.example.com/path", false);
+        check("https://", false);
+        check("HTTPS://x", false);
+        check("https://user@x", false);
+        check("https://x\n", false);
+        check("https://x\u{7f}", false);
+        check("https://x\t", true);
+        check("https://caf\u{e9}.example", true);
+        check("", false);
     }
 }

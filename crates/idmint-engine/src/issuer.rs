@@ -159,8 +159,16 @@ pub(crate) fn check_count(count: u64, max_batch: u64) -> Result<u64, Error> {
     }
 }
 
-/// The error of a batch size that is not 1..=`max_batch`.
-pub(crate) fn count_error(max_batch: u64) -> Error {
+/// The error of a batch size that is not 1..=`max_batch` (for a front end that refuses a
+/// count before it reaches the engine, such as one that is not a number).
+///
+/// # Example
+///
+/// ```
+/// let error = idmint_engine::count_error(1000);
+/// assert_eq!(error.to_string(), "`count` must be a whole number from 1 to 1000");
+/// ```
+pub fn count_error(max_batch: u64) -> Error {
     Error::BadRequest(format!("`count` must be a whole number from 1 to {max_batch}"))
 }
 
@@ -171,15 +179,35 @@ pub(crate) fn count_len(count: u64) -> (usize, usize) {
     (len, len.min(1 << 20))
 }
 
-/// Where issued IDs go: `AnyId`s, the bare `u64`s of a 64-bit layout, or fixed-width
-/// big-endian bytes ([`BeBytes`]). Lengths count IDs, not bytes. A generator's batches arrive
-/// whole (`take`), and the bare-`u64` and byte sinks drain them in bulk.
-pub(crate) trait IdSink: Send {
+/// Where issued IDs go ([`Engine::issue_into`](crate::Engine::issue_into)): `AnyId`s
+/// (`Vec<AnyId>`), the bare `u64`s of a 64-bit layout (`Vec<u64>`), or fixed-width big-endian
+/// bytes ([`BeBytes`]). Lengths count IDs, not bytes. A generator's batches arrive whole
+/// (`take`), and the bare-`u64` and byte sinks drain them in bulk. Sealed: these three are
+/// the sinks.
+///
+/// # Example
+///
+/// ```
+/// use idmint_engine::{BeBytes, IdSink};
+///
+/// let sink = BeBytes::new(128);
+/// assert_eq!(sink.len(), 0);
+/// assert!(sink.holds(128) && Vec::<u64>::new().holds(64) && !Vec::<u64>::new().holds(128));
+/// ```
+pub trait IdSink: Send + sealed::Sealed {
+    /// The IDs held.
     fn len(&self) -> usize;
+    /// Whether it holds no ID.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Sets room aside for `additional` more IDs.
     fn reserve(&mut self, additional: usize);
+    /// Appends a generator's batch.
     fn take(&mut self, batch: AnyBatch);
     /// IDs of a 64-bit store source.
     fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>);
+    /// Keeps the first `len` IDs.
     fn truncate(&mut self, len: usize);
     /// Whether it can hold the IDs of a layout `id_bits` wide.
     fn holds(&self, _id_bits: u32) -> bool {
@@ -190,7 +218,16 @@ pub(crate) trait IdSink: Send {
 }
 
 /// What [`IdSink::publish_from`] does to each ID: its public form.
-pub(crate) type Publish<'a> = dyn FnMut(AnyId) -> Result<AnyId, Error> + 'a;
+pub type Publish<'a> = dyn FnMut(AnyId) -> Result<AnyId, Error> + 'a;
+
+/// Seals [`IdSink`]: the engine's own three sinks are the only ones.
+mod sealed {
+    #[allow(unreachable_pub, reason = "the seal of a public trait, named nowhere else")]
+    pub trait Sealed {}
+    impl Sealed for Vec<idmint_core::AnyId> {}
+    impl Sealed for Vec<u64> {}
+    impl Sealed for super::BeBytes {}
+}
 
 impl IdSink for Vec<AnyId> {
     fn len(&self) -> usize {
@@ -239,7 +276,7 @@ impl IdSink for Vec<u64> {
     }
 
     fn take(&mut self, batch: AnyBatch) {
-        // Only 64-bit layouts issue into `u64`s (`Server::issue_into` asks `holds` first),
+        // Only 64-bit layouts issue into `u64`s (`Engine::issue_into` asks `holds` first),
         // so the refusal of a 128-bit batch cannot happen; were it to, the IDs are dropped
         // (a gap), never truncated to 64 bits.
         if let Err(e) = batch.extend_u64s(self) {
@@ -268,21 +305,29 @@ impl IdSink for Vec<u64> {
 /// layout, 16 per ID of a 128-bit one. What packed gRPC batches and
 /// `application/octet-stream` HTTP batches carry; filled through [`AnyBatch::write_be`], with
 /// no `AnyId` and no dispatch per ID.
+///
+/// # Example
+///
+/// ```
+/// let bytes = idmint_engine::BeBytes::new(64);
+/// assert_eq!((bytes.width(), bytes.bytes.len()), (8, 0));
+/// ```
 #[derive(Debug)]
-pub(crate) struct BeBytes {
-    pub(crate) bytes: Vec<u8>,
+pub struct BeBytes {
+    /// The IDs' bytes, one ID after another.
+    pub bytes: Vec<u8>,
     /// The bytes of one ID: 8 or 16.
     width: usize,
 }
 
 impl BeBytes {
     /// An empty buffer for IDs of a layout `id_bits` wide.
-    pub(crate) fn new(id_bits: u32) -> Self {
+    pub fn new(id_bits: u32) -> Self {
         BeBytes { bytes: Vec::new(), width: if id_bits == 128 { 16 } else { 8 } }
     }
 
     /// The bytes of one ID.
-    pub(crate) fn width(&self) -> usize {
+    pub fn width(&self) -> usize {
         self.width
     }
 }

@@ -19,7 +19,7 @@ use crate::{Error, Source};
 ///
 /// use idmint_coord::{MemoryCoordinator, MemoryStore};
 /// use idmint_core::SystemClock;
-/// use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig};
+/// use idmint_engine::{Backends, Engine, NamespaceConfig, ServerConfig};
 ///
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let store = Arc::new(MemoryStore::new());
@@ -33,10 +33,10 @@ use crate::{Error, Source};
 ///     NamespaceConfig { layout: "decimal-id".into(), ..NamespaceConfig::named("tickets") },
 /// ];
 /// let config = ServerConfig { namespaces, ..ServerConfig::default() };
-/// let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
-/// assert_eq!(server.issue("invoices", 3).await?.len(), 3);
-/// server.stop().await?;
-/// # Ok::<(), idmint_server::Error>(())
+/// let engine = Engine::start_with(config, backends, Arc::new(SystemClock)).await?;
+/// assert_eq!(engine.issue("invoices", 3).await?.len(), 3);
+/// engine.shutdown().await?;
+/// # Ok::<(), idmint_engine::Error>(())
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ impl Backends {
     /// use std::sync::Arc;
     ///
     /// use idmint_coord::MemoryCoordinator;
-    /// use idmint_server::Backends;
+    /// use idmint_engine::Backends;
     ///
     /// let backends = Backends::new(Arc::new(MemoryCoordinator::new()));
     /// assert!(backends.segments.is_none() && backends.counters.is_none());

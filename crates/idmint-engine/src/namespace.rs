@@ -15,7 +15,7 @@ use crate::{
         IdSink, Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis,
         redis::Redis, segment::Segment, store::Stored,
     },
-    metrics::{NamespaceGauges, NamespaceMetrics},
+    metrics::{NamespaceGauges, NamespaceMetrics, NamespaceStatus},
 };
 
 /// Whether a failed claim may succeed later by itself, so that a server with `wait_for_claim`
@@ -35,12 +35,35 @@ pub(crate) fn claim_may_succeed_later(error: &Error) -> bool {
     ) || redis::may_answer_later(error)
 }
 
-/// A namespace: configuration, metrics, and the issuer of its source.
+/// A namespace of a running [`Engine`](crate::Engine): configuration, metrics, and the issuer
+/// of its source ([`Engine::namespace`](crate::Engine::namespace)).
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idmint_coord::MemoryCoordinator;
+/// use idmint_core::SystemClock;
+/// use idmint_engine::{Engine, ServerConfig, Source};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let engine = Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+/// let namespace = engine.namespace("default")?;
+/// assert_eq!((namespace.name.as_str(), namespace.source), ("default", Source::Generator));
+/// assert!(namespace.is_ready(engine.clocks()) && namespace.token().is_none());
+/// engine.shutdown().await?;
+/// # Ok::<(), idmint_engine::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug)]
-pub(crate) struct Namespace {
-    pub(crate) name: String,
-    pub(crate) layout: Layout,
-    pub(crate) source: Source,
+pub struct Namespace {
+    /// Its name.
+    pub name: String,
+    /// Its layout.
+    pub layout: Layout,
+    /// Where its IDs come from.
+    pub source: Source,
     shared: Arc<Shared>,
     issuer: Arc<dyn Issuer>,
     /// The keyed permutation of `public_ids`, if set.
@@ -60,7 +83,7 @@ pub(crate) struct Namespace {
 /// # Example
 ///
 /// ```
-/// let missing = idmint_server::load_public_id_keys(std::path::Path::new("/nonexistent.json"));
+/// let missing = idmint_engine::load_public_id_keys(std::path::Path::new("/nonexistent.json"));
 /// assert!(missing.is_err());
 /// ```
 pub fn load_public_id_keys(path: &std::path::Path) -> Result<idmint_core::PublicIdKeys, Error> {
@@ -110,7 +133,7 @@ impl Namespace {
 
     /// The text of this namespace's IDs in `form` (`None`: its default, the TypeID when it
     /// has a `type_prefix`); a form that cannot hold its IDs is refused ([`IdText::new`]).
-    pub(crate) fn text(&self, form: Option<IdForm>) -> Result<IdText, Error> {
+    pub fn text(&self, form: Option<IdForm>) -> Result<IdText, Error> {
         match form {
             None => Ok(self.default_text.clone()),
             Some(form) => Ok(IdText::new(&self.layout, self.prefix.as_ref(), Some(form))?),
@@ -118,14 +141,14 @@ impl Namespace {
     }
 
     /// The TypeID prefix of `type_prefix`, if set.
-    pub(crate) fn type_prefix(&self) -> Option<&TypePrefix> {
+    pub fn type_prefix(&self) -> Option<&TypePrefix> {
         self.prefix.as_ref()
     }
 
     /// Reads an ID given to `decode` in `text`: the public form when the namespace hands out
     /// public IDs (revealed; it need not be a valid layout ID itself), else a layout ID. A
     /// prefixed form refuses another prefix, naming both.
-    pub(crate) fn read_id(&self, id: &str, text: &IdText) -> Result<AnyId, Error> {
+    pub fn read_id(&self, id: &str, text: &IdText) -> Result<AnyId, Error> {
         let Some(public) = &self.public else { return Ok(text.parse(&self.layout, id)?) };
         Ok(public.reveal(text.parse_value_of(self.layout.id_bits(), id)?)?)
     }
@@ -135,34 +158,44 @@ impl Namespace {
     }
 
     /// The bearer token this namespace requires, if any.
-    pub(crate) fn token(&self) -> Option<&str> {
+    pub fn token(&self) -> Option<&str> {
         self.shared.config.token.as_deref()
     }
 
     /// Whether the namespace can issue. Source `generator`: it holds a claim and its stored
     /// window is not used up. Store sources: the store was started and its last call
     /// succeeded.
-    pub(crate) fn is_ready(&self, clocks: &Clocks) -> bool {
+    pub fn is_ready(&self, clocks: &Clocks) -> bool {
         self.issuer.is_ready(clocks)
     }
 
     /// The generator ID held, if any (for source `counters`, the DecimalId generator ID in
     /// use).
-    pub(crate) fn generator_id(&self) -> Option<u64> {
+    pub fn generator_id(&self) -> Option<u64> {
         self.issuer.generator_id()
     }
 
     /// Every generator ID held (one per lane of a `generators` namespace).
-    pub(crate) fn generator_ids(&self) -> Vec<u64> {
+    pub fn generator_ids(&self) -> Vec<u64> {
         self.issuer.generator_ids()
     }
 
     /// The order of the IDs issued, from one batch to the next: the source's and layout's,
     /// except that several generator IDs make increasing IDs only k-sorted across batches.
-    pub(crate) fn order(&self) -> Order {
+    pub fn order(&self) -> Order {
         match self.source.order(&self.layout) {
             Order::Increasing if self.shared.config.generator_lanes() > 1 => Order::KSorted,
             order => order,
+        }
+    }
+
+    /// Its state now: readiness, generator ID, how far ahead of the wall clock, counters.
+    pub fn status(&self, clocks: &Clocks) -> NamespaceStatus {
+        NamespaceStatus {
+            ready: self.is_ready(clocks),
+            generator_id: self.generator_id(),
+            ahead_of_wall_ms: self.issuer.ahead_of_wall_ms(clocks),
+            counters: self.shared.metrics.snapshot(),
         }
     }
 
@@ -235,7 +268,7 @@ impl Namespace {
     }
 
     /// The shard keys a request may choose: `None` unless the layout's IDs carry one.
-    pub(crate) fn shard_keys(&self) -> Option<ShardKeys> {
+    pub fn shard_keys(&self) -> Option<ShardKeys> {
         self.layout
             .takes_shard_key()
             .then(|| self.shared.config.shard_keys.unwrap_or(ShardKeys::ALL))
@@ -243,7 +276,7 @@ impl Namespace {
 
     /// A shard key a request chose: refused unless the layout's IDs carry one (`hot-guid`)
     /// and the key is inside the namespace's `shard_keys`.
-    pub(crate) fn check_shard_key(&self, key: u32) -> Result<u32, Error> {
+    pub fn check_shard_key(&self, key: u32) -> Result<u32, Error> {
         if !self.layout.takes_shard_key() {
             return Err(Error::BadRequest(format!(
                 "`shard_key` applies to hot-guid namespaces only; namespace `{}` uses layout \

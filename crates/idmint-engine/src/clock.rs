@@ -15,9 +15,28 @@ use crate::ticker::Ticker;
 /// A shareable wall clock.
 pub type WallClock = Arc<dyn Clock + Send + Sync>;
 
-/// The wall clock and the monotonic origin of one server.
+/// The clocks of one engine: its wall clock, the monotonic origin logical time follows, and
+/// precise waits for a tick boundary ([`Engine::clocks`](crate::Engine::clocks)).
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idmint_coord::MemoryCoordinator;
+/// use idmint_core::ManualClock;
+/// use idmint_engine::{Engine, ServerConfig};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let wall = Arc::new(ManualClock::new(1_700_000_000_000));
+/// let engine = Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), wall).await?;
+/// assert_eq!(engine.clocks().wall_ms(), 1_700_000_000_000);
+/// engine.shutdown().await?;
+/// # Ok::<(), idmint_engine::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone)]
-pub(crate) struct Clocks {
+pub struct Clocks {
     wall: WallClock,
     start: Instant,
     ticker: Arc<Ticker>,
@@ -34,7 +53,8 @@ impl Clocks {
         Clocks { wall, start: Instant::now(), ticker: Arc::default() }
     }
 
-    pub(crate) fn wall_ms(&self) -> u64 {
+    /// The wall clock's reading, in ms since the Unix epoch.
+    pub fn wall_ms(&self) -> u64 {
         self.wall.now_ms()
     }
 
@@ -78,7 +98,7 @@ impl Clocks {
 ///
 /// ```
 /// use idmint_core::{Clock, SystemClock};
-/// use idmint_server::OffsetClock;
+/// use idmint_engine::OffsetClock;
 ///
 /// let clock = OffsetClock::new(-60_000);
 /// assert!(clock.now_ms() + 59_000 < SystemClock.now_ms());
