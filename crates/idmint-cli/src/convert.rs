@@ -210,8 +210,7 @@ mod tests {
     /// `--to` values: every form, a prefix, and refusals that say what is accepted.
     #[test]
     fn targets_parse() {
-        let check = |text: &str, want: Result<Target, &str>| match (text.parse::<Target>(), want)
-        {
+        let check = |text: &str, want: Result<Target, &str>| match (text.parse::<Target>(), want) {
             (Ok(got), Ok(want)) => assert_eq!(got, want, "{text}"),
             (Err(got), Err(want)) => assert!(got.contains(want), "{text}: {got}"),
             (got, want) => panic!("{text}: {got:?}, expected {want:?}"),

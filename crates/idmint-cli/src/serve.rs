@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 #[cfg(not(feature = "etcd"))]
 use crate::config::no_etcd_feature;
 use crate::config::{
-    ConnectionArgs, CoordinatorArg, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LISTEN, EtcdArgs,
-    EtcdSettings, FileConfig, SentinelConfig,
+    ConnectionArgs, CoordinatorArg, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LEASE_TTL,
+    DEFAULT_LISTEN, EtcdArgs, EtcdSettings, FileConfig, SentinelConfig,
 };
 use crate::controls::{ControlArgs, Controls};
 
@@ -314,9 +314,6 @@ fn ordinal(hostname: &str) -> anyhow::Result<u64> {
     })
 }
 
-/// The lease TTL of `--coordinator postgres` without --lease-ttl, in seconds.
-const DEFAULT_POSTGRES_LEASE_TTL: u32 = 10;
-
 /// Where claims and marks are kept: `--coordinator`, else etcd with --etcd, else the data
 /// directory.
 fn store(args: &Args, file: &FileConfig, data_dir: &Path) -> anyhow::Result<Store> {
@@ -326,7 +323,7 @@ fn store(args: &Args, file: &FileConfig, data_dir: &Path) -> anyhow::Result<Stor
         anyhow::ensure!(etcd.is_none(), "--coordinator postgres and --etcd: give one of them");
         let url = args.postgres.clone().or(file.postgres.clone()).filter(|p| !p.is_empty());
         let url = url.context("--coordinator postgres needs --postgres URL")?;
-        let lease_ttl = args.lease_ttl.or(file.lease_ttl).unwrap_or(DEFAULT_POSTGRES_LEASE_TTL);
+        let lease_ttl = args.lease_ttl.or(file.lease_ttl).unwrap_or(DEFAULT_LEASE_TTL);
         anyhow::ensure!(
             (1..=86_400).contains(&lease_ttl),
             "--lease-ttl must be 1..=86400 s with --coordinator postgres, not {lease_ttl}"
@@ -489,9 +486,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(clock_step_warn_ms) = args.clock_step_warn_ms {
         config.clock_step_warn_ms = clock_step_warn_ms;
     }
-    if let Store::Etcd(etcd) = &store {
-        check_window_fits_lease(config.window_ms, etcd, args.allow_long_window)?;
-    }
+    check_window_fits_lease(config.window_ms, &store, args.allow_long_window)?;
     if let Some(max_batch) = args.max_batch {
         config.max_batch = max_batch;
     }
@@ -569,13 +564,34 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
 }
 
-/// Refuses a window longer than the lease TTL of the claims, unless `allow` (then warns): a
-/// takeover starts above the last stored mark, up to a window ahead of the clock, and comes
-/// at least a lease TTL less one keep-alive period after the last extension, so with a longer
-/// window each takeover may start further ahead than the last (DESIGN.md, "Why must the window
-/// fit in the lease TTL?").
-fn check_window_fits_lease(window_ms: u64, etcd: &EtcdSettings, allow: bool) -> anyhow::Result<()> {
-    let ttl_secs = etcd.claim_ttl_secs();
+impl Store {
+    /// The TTL in seconds of the lease each claim holds, and how a longer one is asked for
+    /// (the flag, or why it cannot be); `None` for the file store, whose claims are locks that
+    /// end with the process, not leases.
+    fn claim_lease(&self) -> Option<(u32, String)> {
+        match self {
+            Store::File(_) => None,
+            Store::Etcd(etcd) => {
+                let ttl = etcd.claim_ttl_secs();
+                Some(match etcd.lable_prefix {
+                    None => (ttl, "--lease-ttl".to_owned()),
+                    Some(_) => (ttl, "(LableOrg's leases last 5 s)".to_owned()),
+                })
+            }
+            Store::Postgres { lease_ttl, .. } => Some((*lease_ttl, "--lease-ttl".to_owned())),
+        }
+    }
+}
+
+/// Refuses a window longer than the lease TTL of the claims (etcd's or Postgres's), unless
+/// `allow` (then warns): a takeover starts above the last stored mark, up to a window ahead of
+/// the clock, and comes at least a lease TTL less one renewal period after the last extension,
+/// so with a longer window each takeover may start further ahead than the last (DESIGN.md,
+/// "Why must the window fit in the lease TTL?"). The file store's claims are no leases.
+fn check_window_fits_lease(window_ms: u64, store: &Store, allow: bool) -> anyhow::Result<()> {
+    let Some((ttl_secs, longer)) = store.claim_lease() else {
+        return Ok(());
+    };
     let ttl_ms = u64::from(ttl_secs) * 1_000;
     if window_ms <= ttl_ms {
         return Ok(());
@@ -589,15 +605,14 @@ fn check_window_fits_lease(window_ms: u64, etcd: &EtcdSettings, allow: bool) -> 
         );
         return Ok(());
     }
-    let longer_lease = match etcd.lable_prefix {
-        None => format!("--lease-ttl {} or more", window_ms.div_ceil(1_000)),
-        Some(_) => "(LableOrg's leases last 5 s)".to_owned(),
+    let longer_lease = match longer.strip_prefix("--") {
+        Some(_) => format!(", {longer} {} or more", window_ms.div_ceil(1_000)),
+        None => format!(" {longer}"),
     };
-    let or = if etcd.lable_prefix.is_none() { ", " } else { " " };
     anyhow::bail!(
         "--window-ms {window_ms} is longer than the {ttl_secs} s lease TTL, so each takeover of a \
          generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why must \
-         the window fit in the lease TTL?\"); use --window-ms {ttl_ms} or less{or}{longer_lease}, \
+         the window fit in the lease TTL?\"); use --window-ms {ttl_ms} or less{longer_lease}, \
          or --allow-long-window"
     )
 }
@@ -994,27 +1009,40 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
 mod tests {
     use super::*;
 
-    /// The window fits the lease at equality and is refused 1 ms past it, unless allowed; the
-    /// LableOrg scheme's lease is 5 s whatever --lease-ttl says.
+    /// The window fits the lease at equality and is refused 1 ms past it, unless allowed, on
+    /// etcd and on Postgres alike; the LableOrg scheme's lease is 5 s whatever --lease-ttl
+    /// says; the file store has no lease to fit.
     #[test]
     fn a_window_longer_than_the_lease_is_refused_unless_allowed() {
-        let check = |window_ms: u64, lease_ttl: u32, lable: bool, allow: bool, refused: bool| {
-            let etcd = EtcdSettings {
+        let etcd = |lease_ttl: u32, lable: bool| {
+            Store::Etcd(EtcdSettings {
                 endpoints: vec!["http://127.0.0.1:2379".into()],
                 prefix: "idmint/".into(),
                 lease_ttl,
                 lable_prefix: lable.then(|| "unique-id/".to_owned()),
-            };
-            let result = check_window_fits_lease(window_ms, &etcd, allow);
-            assert_eq!(result.is_err(), refused, "{window_ms} ms, ttl {lease_ttl} s: {result:?}");
+            })
         };
-        check(2_000, 2, false, false, false);
-        check(2_001, 2, false, false, true);
-        check(10_000, 2, false, false, true);
-        check(10_000, 2, false, true, false);
-        check(3_000, 10, false, false, false);
-        check(5_000, 2, true, false, false);
-        check(5_001, 30, true, false, true);
+        let postgres = |lease_ttl: u32| Store::Postgres { url: "postgres://db".into(), lease_ttl };
+        let check = |window_ms: u64, store: Store, allow: bool, refused: Option<&str>| {
+            let result = check_window_fits_lease(window_ms, &store, allow);
+            match (result, refused) {
+                (Ok(()), None) => {}
+                (Err(err), Some(want)) => assert!(err.to_string().contains(want), "{err}"),
+                (result, _) => panic!("{window_ms} ms, {store:?}: {result:?}"),
+            }
+        };
+        check(2_000, etcd(2, false), false, None);
+        check(2_001, etcd(2, false), false, Some("use --window-ms 2000 or less, --lease-ttl 3"));
+        check(10_000, etcd(2, false), false, Some("--lease-ttl 10 or more"));
+        check(10_000, etcd(2, false), true, None);
+        check(3_000, etcd(10, false), false, None);
+        check(5_000, etcd(2, true), false, None);
+        check(5_001, etcd(30, true), false, Some("(LableOrg's leases last 5 s)"));
+        check(1_000, postgres(1), false, None);
+        check(3_000, postgres(1), false, Some("longer than the 1 s lease TTL"));
+        check(3_000, postgres(1), true, None);
+        check(10_000, postgres(10), false, None);
+        check(1_000_000, Store::File("d".into()), false, None);
     }
 
     #[test]

@@ -63,7 +63,8 @@ fn check(case: &Case) {
     };
     let stdout = String::from_utf8(output.stdout).expect("utf-8 stdout");
     let stderr = String::from_utf8(output.stderr).expect("utf-8 stderr");
-    let context = format!("idmint {}\n--- stdout:\n{stdout}--- stderr:\n{stderr}", case.args.join(" "));
+    let context =
+        format!("idmint {}\n--- stdout:\n{stdout}--- stderr:\n{stderr}", case.args.join(" "));
     assert!(!stderr.contains("panicked"), "panic: {context}");
     if let Want::Refused(code, message) = case.want {
         assert_eq!(output.status.code(), Some(code), "{context}");
@@ -117,7 +118,10 @@ fn convert_writes_every_form_and_refuses_clearly() {
         case(&["convert", "--to", "decimal", TYPEID], Want::Lines(&[DECIMAL])),
         case(&["convert", "--to", "hex", ULID], Want::Lines(&[HEX])),
         // A 64-bit ID: decimal and hex only.
-        case(&["convert", "--to", "hex", "1541815603606036480"], Want::Lines(&["1565a11f6217a000"])),
+        case(
+            &["convert", "--to", "hex", "1541815603606036480"],
+            Want::Lines(&["1565a11f6217a000"]),
+        ),
         case(
             &["convert", "--to", "decimal", "cb54ecf2840a0015"],
             Want::Lines(&["14651596014084554773"]),
@@ -136,7 +140,10 @@ fn convert_writes_every_form_and_refuses_clearly() {
             &["convert", "--to", "typeid:user", "1541815603606036480"],
             Want::Refused(1, "uuid, ulid and typeid hold 128-bit IDs"),
         ),
-        case(&["convert", "--to", "uuid", "not-an-id"], Want::Refused(1, "`not-an-id` is not an ID")),
+        case(
+            &["convert", "--to", "uuid", "not-an-id"],
+            Want::Refused(1, "`not-an-id` is not an ID"),
+        ),
         case(
             &["convert", "--to", "uuid", "0ujtsYcgvSTl8PAuAdqWYSMnLOv"],
             Want::Refused(1, "a ksuid ID, which has neither 64 nor 128 bits"),
@@ -203,10 +210,7 @@ fn decode_shows_the_forms_and_writes_wide_integers_as_strings() {
             Want::Json(&[("/forms", "null")]),
         ),
         // The table shows the forms too.
-        case(
-            &["decode", "--layout", "uuid7", UUID],
-            Want::Contains(&[ULID, SUFFIX, DECIMAL, HEX]),
-        ),
+        case(&["decode", "--layout", "uuid7", UUID], Want::Contains(&[ULID, SUFFIX, DECIMAL, HEX])),
         case(
             &["decode", "--layout", "auto", TYPEID],
             Want::Contains(&[UUID, ULID, TYPEID, DECIMAL, HEX, RAND_B]),
@@ -214,7 +218,10 @@ fn decode_shows_the_forms_and_writes_wide_integers_as_strings() {
         // A prefixed TypeID read as uuid7 without --type-prefix: the error names the flag.
         case(
             &["decode", "--layout", "uuid7", "--format", "typeid", TYPEID],
-            Want::Refused(1, "TypeID prefix `user` where none was expected; pass --type-prefix user"),
+            Want::Refused(
+                1,
+                "TypeID prefix `user` where none was expected; pass --type-prefix user",
+            ),
         ),
         case(
             &["decode", "--layout", "uuid7", "--type-prefix", "order", TYPEID],
