@@ -5,8 +5,8 @@
 //! commands, each against the manifests or the sources), README.md's layout table is
 //! `idmint layouts` with each layout's capacity, nothing in the repository cites what is
 //! outside it (an issue tracker, reference notes), every citation of a document's section
-//! names a heading that exists, every path from the root a document names exists, and no
-//! document line is longer than 1,000 characters.
+//! names a heading that exists, every path from the root a document names exists, no
+//! document line is longer than 1,000 characters, and BENCHMARKS.md stays at most 250 lines.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -635,6 +635,18 @@ fn no_document_line_is_longer_than_a_thousand_characters() {
         }
     }
     assert!(long.is_empty(), "split these lines, one sentence per line:\n{}", long.join("\n"));
+}
+
+/// BENCHMARKS.md holds the current figures in at most 250 lines; earlier runs move to
+/// docs/bench-history.md.
+#[test]
+fn benchmarks_md_stays_short() {
+    let text = fs::read_to_string(root_dir().join("BENCHMARKS.md")).expect("BENCHMARKS.md");
+    let lines = text.lines().count();
+    assert!(
+        lines <= 250,
+        "BENCHMARKS.md has {lines} lines; move earlier runs to docs/bench-history.md"
+    );
 }
 
 /// The file names and paths ARCHITECTURE.md gives in backticks that do not exist: a path
