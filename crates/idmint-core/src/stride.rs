@@ -5,7 +5,8 @@
 use crate::{error::Error, field::FieldValue};
 
 /// Generator IDs `first`, `first + step`, … (`count` of them): those a fleet may claim when
-/// deployment config fixes part of the identity ([`Layout::generator_ids_with`]).
+/// deployment config fixes part of the identity
+/// ([`Layout::generator_ids_with`](crate::Layout::generator_ids_with)).
 ///
 /// # Example
 ///
