@@ -16,8 +16,8 @@ use crate::decode::each_id;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Each ID is read as `idmint decode --layout auto` reads it (a UUID, ULID,
 TypeID, KSUID, ..., or an ID of a built-in layout in its usual form), and the best candidate is
-converted. uuid, ulid and typeid need a 128-bit ID; decimal and hex take 64-bit and 128-bit IDs
-(hex with every digit: 16 or 32). `--to typeid` keeps the prefix of a TypeID given (none for
+converted; a decimal above 2^64 - 1 is read as a 128-bit ID. uuid, ulid and typeid need a
+128-bit ID; decimal and hex take 64-bit and 128-bit IDs (hex with every digit: 16 or 32). `--to typeid` keeps the prefix of a TypeID given (none for
 other forms); `--to typeid:PREFIX` writes that prefix.
 
 Examples:
@@ -88,6 +88,11 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
 /// `text` in the form `to`.
 fn convert(text: &str, to: &Target, now_ms: u64) -> anyhow::Result<String> {
     let shown = shorten(text);
+    // A decimal above 2^64 - 1 is a 128-bit ID (what `--to decimal` writes of one); detection
+    // reads decimals only as 64-bit IDs.
+    if let Some(wide) = wide_decimal(text) {
+        return write_wide(wide, to, None);
+    }
     let candidates = detect(text, now_ms).map_err(|err| anyhow!("cannot convert: {err}"))?;
     let Some(best) = candidates.first() else {
         bail!("cannot convert `{shown}`: no format fits it");
@@ -98,24 +103,37 @@ fn convert(text: &str, to: &Target, now_ms: u64) -> anyhow::Result<String> {
             best.layout
         );
     };
-    let wide = match value {
-        AnyId::U128(wide) => Some(wide),
-        AnyId::U64(_) => None,
-    };
-    let text = match (to, wide) {
-        (Target::Decimal, _) => write(value, Format::Decimal)?,
-        (Target::Hex, _) => write(value, Format::Hex)?,
-        (Target::Uuid, Some(wide)) => Text128::Uuid.write(wide),
-        (Target::Ulid, Some(wide)) => Text128::Ulid.write(wide),
-        (Target::TypeId(prefix), Some(wide)) => {
-            let prefix = prefix.clone().or_else(|| typeid_prefix(best)).unwrap_or_default();
-            Text128::TypeId(prefix).write(wide)
-        }
-        (Target::Uuid | Target::Ulid | Target::TypeId(_), None) => bail!(
+    match (value, to) {
+        (AnyId::U128(wide), _) => write_wide(wide, to, typeid_prefix(best)),
+        (AnyId::U64(_), Target::Decimal) => write(value, Format::Decimal),
+        (AnyId::U64(_), Target::Hex) => write(value, Format::Hex),
+        (AnyId::U64(_), Target::Uuid | Target::Ulid | Target::TypeId(_)) => bail!(
             "cannot convert `{shown}` to {}: it reads as a 64-bit {} ID; uuid, ulid and typeid hold 128-bit IDs (decimal and hex take both)",
             to.name(),
             best.layout
         ),
+    }
+}
+
+/// A text of decimal digits whose value needs more than 64 bits and fits in 128.
+fn wide_decimal(text: &str) -> Option<u128> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u128>().ok().filter(|&value| value > u128::from(u64::MAX))
+}
+
+/// A 128-bit ID in the form `to`; a TypeID with the prefix `to` names, else `read_prefix`.
+fn write_wide(wide: u128, to: &Target, read_prefix: Option<TypePrefix>) -> anyhow::Result<String> {
+    let text = match to {
+        Target::Decimal => write(AnyId::U128(wide), Format::Decimal)?,
+        Target::Hex => write(AnyId::U128(wide), Format::Hex)?,
+        Target::Uuid => Text128::Uuid.write(wide),
+        Target::Ulid => Text128::Ulid.write(wide),
+        Target::TypeId(prefix) => {
+            Text128::TypeId(prefix.clone().or(read_prefix).unwrap_or_default()).write(wide)
+        }
     };
     Ok(text)
 }

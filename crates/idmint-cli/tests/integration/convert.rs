@@ -117,6 +117,9 @@ fn convert_writes_every_form_and_refuses_clearly() {
         ),
         case(&["convert", "--to", "decimal", TYPEID], Want::Lines(&[DECIMAL])),
         case(&["convert", "--to", "hex", ULID], Want::Lines(&[HEX])),
+        // A decimal above 2^64 - 1 is a 128-bit ID: what `--to decimal` writes reads back.
+        case(&["convert", "--to", "uuid", DECIMAL], Want::Lines(&[UUID])),
+        case(&["convert", "--to", "typeid:user", DECIMAL], Want::Lines(&[TYPEID])),
         // A 64-bit ID: decimal and hex only.
         case(
             &["convert", "--to", "hex", "1541815603606036480"],
@@ -143,6 +146,10 @@ fn convert_writes_every_form_and_refuses_clearly() {
         case(
             &["convert", "--to", "uuid", "not-an-id"],
             Want::Refused(1, "`not-an-id` is not an ID"),
+        ),
+        case(
+            &["convert", "--to", "uuid", "340282366920938463463374607431768211456"],
+            Want::Refused(1, "is not an ID of any known format"),
         ),
         case(
             &["convert", "--to", "uuid", "0ujtsYcgvSTl8PAuAdqWYSMnLOv"],
