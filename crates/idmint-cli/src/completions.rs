@@ -4,7 +4,6 @@
 use std::{io::Write, path::PathBuf};
 
 use anyhow::Context;
-use clap::CommandFactory;
 
 /// The arguments of `idmint completions`.
 #[derive(Debug, clap::Args)]
@@ -32,7 +31,7 @@ pub(crate) struct ManArgs {
 
 /// Runs `idmint completions`: the script on stdout.
 pub(crate) fn completions(args: &CompletionsArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let mut command = crate::Cli::command();
+    let mut command = crate::command();
     clap_complete::generate(args.shell, &mut command, "idmint", out);
     Ok(())
 }
@@ -41,7 +40,7 @@ pub(crate) fn completions(args: &CompletionsArgs, out: &mut impl Write) -> anyho
 pub(crate) fn man(args: &ManArgs, out: &mut impl Write) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    let command = crate::Cli::command();
+    let command = crate::command();
     let mut pages = vec![("idmint".to_owned(), command.clone())];
     for sub in command.get_subcommands() {
         let name = format!("idmint-{}", sub.get_name());

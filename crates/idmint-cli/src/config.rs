@@ -280,44 +280,41 @@ pub(crate) fn no_etcd_feature() -> anyhow::Error {
 /// name in the config file.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ConnectionArgs {
-    /// How long a new HTTP connection may take to send its first byte, from accept, in ms
-    /// [default: 5000].
+    /// How long a new HTTP connection may take to send its first byte, from accept, in ms.
     #[arg(long, env = "IDMINT_FIRST_BYTE_TIMEOUT_MS", value_name = "MS")]
     first_byte_timeout_ms: Option<u64>,
     /// How long a request header may take: the first from accept, later ones from their first
-    /// byte, in ms [default: 10000].
+    /// byte, in ms.
     #[arg(long, env = "IDMINT_HEADER_TIMEOUT_MS", value_name = "MS")]
     header_timeout_ms: Option<u64>,
-    /// How long each request body may take, from the end of its header, in ms
-    /// [default: 10000].
+    /// How long each request body may take, from the end of its header, in ms.
     #[arg(long, env = "IDMINT_BODY_TIMEOUT_MS", value_name = "MS")]
     body_timeout_ms: Option<u64>,
-    /// How long a keep-alive connection may be idle between requests, in ms [default: 30000].
+    /// How long a keep-alive connection may be idle between requests, in ms.
     #[arg(long, env = "IDMINT_IDLE_TIMEOUT_MS", value_name = "MS")]
     idle_timeout_ms: Option<u64>,
     /// Connections open at once, HTTP and gRPC ports together; at the limit the longest-idle
-    /// one is closed for a new one [default: 10000].
+    /// one is closed for a new one.
     #[arg(long, env = "IDMINT_MAX_CONNECTIONS", value_name = "N")]
     max_connections: Option<usize>,
-    /// Connections one client IP address may hold open, both ports together; 0: no cap
-    /// (behind a proxy that connects from few addresses) [default: 256].
+    /// Connections one client IP address may hold open, both ports together; 0: no cap (behind
+    /// a proxy that connects from few addresses).
     #[arg(long, env = "IDMINT_MAX_CONNECTIONS_PER_IP", value_name = "N")]
     max_connections_per_ip: Option<usize>,
     /// The listen backlog of both ports: new connections the kernel holds until they are
-    /// accepted, for bursts [default: 1024].
+    /// accepted, for bursts.
     #[arg(long, env = "IDMINT_LISTEN_BACKLOG", value_name = "N")]
     listen_backlog: Option<u32>,
-    /// HTTP/2 pings on idle connections (gRPC, h2c), every this many ms [default: 30000].
+    /// HTTP/2 pings on idle connections (gRPC, h2c), every this many ms.
     #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_INTERVAL_MS", value_name = "MS")]
     http2_keepalive_interval_ms: Option<u64>,
-    /// How long an HTTP/2 ping may go unanswered, in ms [default: 10000].
+    /// How long an HTTP/2 ping may go unanswered, in ms.
     #[arg(long, env = "IDMINT_HTTP2_KEEPALIVE_TIMEOUT_MS", value_name = "MS")]
     http2_keepalive_timeout_ms: Option<u64>,
-    /// Concurrent streams per HTTP/2 connection [default: 100].
+    /// Concurrent streams per HTTP/2 connection.
     #[arg(long, env = "IDMINT_HTTP2_MAX_CONCURRENT_STREAMS", value_name = "N")]
     http2_max_concurrent_streams: Option<u32>,
-    /// Streams an HTTP/2 client may reset before they are accepted (rapid-reset protection)
-    /// [default: 20].
+    /// Streams an HTTP/2 client may reset before they are accepted (rapid-reset protection).
     #[arg(long, env = "IDMINT_HTTP2_MAX_PENDING_RESETS", value_name = "N")]
     http2_max_pending_resets: Option<usize>,
 }

@@ -7,10 +7,15 @@ mod auto;
 use std::io::{BufRead, Write};
 
 use anyhow::Context;
-use idmint_core::{AnyId, Clock, FieldValue, IdText, Layout, SystemClock, format_rfc3339_ms};
+use idmint_core::{
+    AnyId, Clock, FieldValue, IdText, Layout, SystemClock, TypePrefix, format_rfc3339_ms,
+};
 use serde::{Serialize, ser::SerializeMap};
 
-use crate::layout_arg::{LayoutArgs, TextArgs};
+use crate::{
+    convert::Forms,
+    layout_arg::{LayoutArgs, TextArgs},
+};
 
 /// The arguments of `idmint decode`.
 #[derive(Debug, clap::Args)]
@@ -23,6 +28,10 @@ without a time (or with one that wraps, as trace-id's does); 0 for a time outsid
 A bare integer fits many layouts alike: the best is then the most plausible time, not a
 certainty. The table shows the best candidate, then the others one line each; --json adds
 `candidates`, best first, each with its score and reason. --format and --epoch do not apply.
+
+A 128-bit ID (UUIDv7, ULID, TypeID, hot-guid, ...) also shows its other text forms: uuid,
+ulid, typeid (with the prefix it was read with), decimal and hex (`forms` in --json); `idmint
+convert` writes one of them.
 
 Examples:
   idmint decode 1541815603606036480
@@ -43,8 +52,10 @@ pub(crate) struct Args {
     #[command(flatten)]
     text: TextArgs,
 
-    /// Print one JSON object (layout, id, fields, time) per ID, one per line, instead of a
-    /// table. Default: a table per ID, with a blank line between tables.
+    /// Print one JSON object (layout, id, fields, time, and for a 128-bit ID its forms) per ID,
+    /// one per line, instead of a table. A field that can hold a value above 2^53 - 1 is a
+    /// string of decimal digits (JavaScript and jq 1.6 read no larger integer exactly); other
+    /// fields are numbers. Default: a table per ID, with a blank line between tables.
     #[arg(long)]
     json: bool,
 
@@ -64,16 +75,57 @@ struct Decoded<'a> {
     fields: Fields<'a>,
     /// When the ID was issued (RFC 3339, UTC, ms); `null` for layouts without time.
     time: Option<String>,
+    /// A 128-bit ID's other text forms; left out for other widths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forms: Option<Forms>,
 }
 
-/// The decoded fields as a JSON object, in the layout's order.
-struct Fields<'a>(&'a [(String, FieldValue)]);
+/// The largest integer a JavaScript number (and jq 1.6) holds exactly: 2^53 - 1.
+pub(crate) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Decoded fields as a JSON object, in the order given. A numeric field is a JSON number when
+/// every value it can hold is at most 2^53 - 1, else a string of its decimal digits, so that
+/// JavaScript's `JSON.parse` and jq read it exactly and a field's JSON type never depends on
+/// its value.
+pub(crate) struct Fields<'a>(Vec<(&'a str, &'a FieldValue, u64)>);
+
+impl<'a> Fields<'a> {
+    /// The fields of `layout`'s decoded ID, each with its largest value from the layout.
+    fn of_layout(layout: &Layout, fields: &'a [(String, FieldValue)]) -> Self {
+        let infos = layout.fields();
+        Fields(
+            fields
+                .iter()
+                .map(|(name, value)| {
+                    let max = infos.iter().find(|f| f.name == *name).map(|f| f.max);
+                    (name.as_str(), value, max.unwrap_or_else(|| number_of(value)))
+                })
+                .collect(),
+        )
+    }
+
+    /// Fields with their largest values given.
+    pub(crate) fn new(fields: Vec<(&'a str, &'a FieldValue, u64)>) -> Self {
+        Fields(fields)
+    }
+}
+
+/// A field's own value as its largest (for a field no layout describes); 0 for text.
+pub(crate) fn number_of(value: &FieldValue) -> u64 {
+    match value {
+        FieldValue::Number(n) => *n,
+        FieldValue::Text(_) => 0,
+    }
+}
 
 impl Serialize for Fields<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (name, value) in self.0 {
+        for (name, value, max) in &self.0 {
             match value {
+                FieldValue::Number(n) if *max > MAX_SAFE_INTEGER => {
+                    map.serialize_entry(name, &n.to_string())?;
+                }
                 FieldValue::Number(n) => map.serialize_entry(name, n)?,
                 FieldValue::Text(t) => map.serialize_entry(name, t)?,
             }
@@ -108,6 +160,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let mut one = |text: &str, out: &mut dyn Write| -> anyhow::Result<()> {
         let id = form
             .parse(&layout, text)
+            .map_err(prefix_hint)
             .with_context(|| format!("cannot decode `{}` as {}", shorten(text), layout.name()))?;
         if args.json {
             write_json(&layout, id, &usual, now_ms, out)
@@ -116,14 +169,27 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
                 writeln!(out)?;
             }
             first = false;
-            write_table(&layout, id, now_ms, out)
+            write_table(&layout, id, usual.prefix(), now_ms, out)
         }
     };
     each_id(&args.ids, out, &mut one)
 }
 
+/// A refused TypeID prefix, with the flag that reads it.
+fn prefix_hint(err: idmint_core::Error) -> anyhow::Error {
+    match &err {
+        idmint_core::Error::TypePrefixMismatch { found, .. } if found.is_empty() => {
+            anyhow::anyhow!("{err}; leave out --type-prefix")
+        }
+        idmint_core::Error::TypePrefixMismatch { found, .. } => {
+            anyhow::anyhow!("{err}; pass --type-prefix {found}")
+        }
+        _ => err.into(),
+    }
+}
+
 /// Calls `one` on every ID given, or on every non-blank line of stdin (with `-` or none).
-fn each_id<W: Write>(
+pub(crate) fn each_id<W: Write>(
     ids: &[String],
     out: &mut W,
     mut one: impl FnMut(&str, &mut dyn Write) -> anyhow::Result<()>,
@@ -155,7 +221,13 @@ fn decoded<'a>(
 ) -> anyhow::Result<Decoded<'a>> {
     // trace-id's seconds wrap: they are read as the latest matching time up to a day after now.
     let time = layout.time_ms(id, now_ms)?.map(format_rfc3339_ms);
-    Ok(Decoded { layout: layout.name(), id: text.write(id)?, fields: Fields(fields), time })
+    Ok(Decoded {
+        layout: layout.name(),
+        id: text.write(id)?,
+        fields: Fields::of_layout(layout, fields),
+        time,
+        forms: Forms::of(id, text.prefix()),
+    })
 }
 
 /// Writes one ID as a JSON line: layout, id (in `text`), fields, time.
@@ -172,8 +244,15 @@ pub(crate) fn write_json(
     Ok(())
 }
 
-/// The readable form: one `name  value` line per item, values aligned.
-fn write_table(layout: &Layout, id: AnyId, now_ms: u64, out: &mut dyn Write) -> anyhow::Result<()> {
+/// The readable form: one `name  value` line per item, values aligned; a 128-bit ID's other
+/// forms last (its TypeID with `prefix`, if given).
+fn write_table(
+    layout: &Layout,
+    id: AnyId,
+    prefix: Option<&TypePrefix>,
+    now_ms: u64,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let fields = layout.decode(id)?;
     let decoded = decoded(layout, id, &IdText::new(layout, None, None)?, &fields, now_ms)?;
     let fields = &fields[..];
@@ -192,6 +271,9 @@ fn write_table(layout: &Layout, id: AnyId, now_ms: u64, out: &mut dyn Write) -> 
             None => value,
         };
         rows.push((name, value));
+    }
+    if let Some(forms) = Forms::of(id, prefix) {
+        rows.extend(forms.rows());
     }
     let pad = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     for (name, value) in rows {

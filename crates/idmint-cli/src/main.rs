@@ -11,6 +11,7 @@ mod color;
 mod completions;
 mod config;
 mod controls;
+mod convert;
 mod decode;
 mod doctor;
 mod encode;
@@ -41,6 +42,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, error::ErrorKind}
   idmint gen -n 5 datacenter=1 worker=7
   idmint encode --layout decimal-id counter=1415 generator_id=92 launch_id=65
   idmint decode --layout flake --json 5828128208445124609
+  idmint convert --to uuid user_01h455vb4pex5vsknk084sn02q
   idmint explain snowflake
   idmint layouts
   idmint serve
@@ -67,6 +69,8 @@ enum Command {
     Encode(encode::Args),
     /// Show the fields of an ID.
     Decode(decode::Args),
+    /// Write IDs in another form: uuid, ulid, typeid, decimal or hex.
+    Convert(convert::Args),
     /// Run a randomness battery over IDs read from stdin; exit 1 when they do not look random.
     Analyze(analyze::Args),
     /// Print a new key file for public IDs (or one with a new key version: --rotate).
@@ -99,7 +103,7 @@ enum Command {
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let choice = color::decide(&args);
-    let parsed = Cli::command()
+    let parsed = command()
         .color(color::clap_choice(choice))
         .try_get_matches_from(&args)
         .and_then(|matches| Cli::from_arg_matches(&matches));
@@ -118,6 +122,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// The command line's definition: `Cli`'s, with the defaults `serve --help` shows filled in
+/// from the constants a run uses.
+fn command() -> clap::Command {
+    Cli::command().mut_subcommand("serve", serve::with_help_defaults)
+}
+
 /// Runs one command with stdout buffered and locked, and flushes it at the end.
 fn run(command: Command) -> anyhow::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
@@ -125,6 +135,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Gen(args) => generate::run(&args, &mut out)?,
         Command::Encode(args) => encode::run(&args, &mut out)?,
         Command::Decode(args) => decode::run(&args, &mut out)?,
+        Command::Convert(args) => convert::run(&args, &mut out)?,
         Command::Analyze(args) => analyze::run(&args, io::stdin().lock(), &mut out)?,
         Command::Keygen(args) => public_ids::keygen(&args, &mut out)?,
         Command::Obfuscate(args) => public_ids::map(&args, true, io::stdin().lock(), &mut out)?,
@@ -179,6 +190,6 @@ mod tests {
 
     #[test]
     fn command_line_definition_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 }

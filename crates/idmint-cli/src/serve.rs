@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 #[cfg(not(feature = "etcd"))]
 use crate::config::no_etcd_feature;
 use crate::config::{
-    ConnectionArgs, CoordinatorArg, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LISTEN, EtcdArgs,
-    EtcdSettings, FileConfig, SentinelConfig,
+    ConnectionArgs, CoordinatorArg, CountersArg, DEFAULT_DATA_DIR, DEFAULT_LEASE_TTL,
+    DEFAULT_LISTEN, EtcdArgs, EtcdSettings, FileConfig, SentinelConfig,
 };
 use crate::controls::{ControlArgs, Controls};
 
@@ -90,7 +90,7 @@ Examples:
   idmint serve --etcd http://127.0.0.1:2379 --layout lable \\
       --etcd-scheme lable-org --etcd-lable-prefix unique-id/")]
 pub(crate) struct Args {
-    /// Address for the HTTP API [default: 127.0.0.1:8080].
+    /// Address for the HTTP API.
     #[arg(long, env = "IDMINT_LISTEN", value_name = "ADDR")]
     listen: Option<String>,
     /// Address for the gRPC API, e.g. 127.0.0.1:50051 [default: none, no gRPC].
@@ -134,16 +134,14 @@ pub(crate) struct Args {
     /// How far every Postgres segment row is raised when a server finds the database on a new
     /// history (a standby promoted, a restore: a new timeline or system), before it hands out
     /// any range: more than the fleet hands out during the standby's worst replication lag
-    /// (IDs/s × seconds). 0 raises nothing: only with synchronous replication [default:
-    /// 1000000000].
+    /// (IDs/s × seconds). 0 raises nothing: only with synchronous replication.
     #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_MARGIN", value_name = "IDS")]
     postgres_promotion_margin: Option<u64>,
-    /// The same for Postgres counters (DecimalId launch IDs, one per server start) [default:
-    /// 100].
+    /// The same for Postgres counters (DecimalId launch IDs, one per server start).
     #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_COUNTER_MARGIN", value_name = "N")]
     postgres_promotion_counter_margin: Option<u64>,
     /// The same for the generator-ID marks of --coordinator postgres, in ms: more than the
-    /// standby's worst lag plus --window-ms [default: 60000].
+    /// standby's worst lag plus --window-ms.
     #[arg(long, env = "IDMINT_POSTGRES_PROMOTION_MARK_MARGIN_MS", value_name = "MS")]
     postgres_promotion_mark_margin_ms: Option<u64>,
     /// Redis nodes for namespaces of source redis, comma-separated (redis://host:port), each
@@ -193,23 +191,22 @@ pub(crate) struct Args {
     /// [default: all the layout has].
     #[arg(long, env = "IDMINT_GENERATOR_POOL", value_name = "N", conflicts_with = "generator_id")]
     generator_pool: Option<u64>,
-    /// How many generator IDs the default namespace claims and issues from in parallel;
-    /// above 1 its IDs are increasing per generator ID and k-sorted across them
-    /// [default: 1].
+    /// How many generator IDs the default namespace claims and issues from in parallel; above 1
+    /// its IDs are increasing per generator ID and k-sorted across them.
     #[arg(long, env = "IDMINT_GENERATORS", value_name = "K", conflicts_with = "generator_id")]
     generators: Option<u64>,
     /// When no generator ID is free, start anyway, not ready, and keep claiming until one is:
     /// a spare [default: false, refuse to start]. etcd must still answer at start.
     #[arg(long, env = "IDMINT_WAIT_FOR_CLAIM")]
     wait_for_claim: bool,
-    /// The longest wait between attempts to claim a generator ID while a namespace holds
-    /// none, in ms [default: 2000].
+    /// The longest wait between attempts to claim a generator ID while a namespace holds none,
+    /// in ms.
     #[arg(long, env = "IDMINT_CLAIM_RETRY_MS", value_name = "MS")]
     claim_retry_ms: Option<u64>,
     /// Bearer token the default namespace requires [default: none].
     #[arg(long, env = "IDMINT_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// How far ahead of the clock the durable high-water mark is kept, in ms [default: 3000].
+    /// How far ahead of the clock the durable high-water mark is kept, in ms.
     #[arg(long, env = "IDMINT_WINDOW_MS", value_name = "MS")]
     window_ms: Option<u64>,
     /// Start with a --window-ms longer than the lease TTL (--lease-ttl): then each takeover
@@ -218,15 +215,13 @@ pub(crate) struct Args {
     #[arg(long, env = "IDMINT_ALLOW_LONG_WINDOW")]
     allow_long_window: bool,
     /// Log a WARN line for every step of the wall clock of at least this many ms, in either
-    /// direction, and count it in idmint_clock_step_seconds; 0 turns the clock watch off
-    /// [default: 1000].
+    /// direction, and count it in idmint_clock_step_seconds; 0 turns the clock watch off.
     #[arg(long, env = "IDMINT_CLOCK_STEP_WARN_MS", value_name = "MS")]
     clock_step_warn_ms: Option<u64>,
-    /// The largest batch one request may ask for [default: 100000].
+    /// The largest batch one request may ask for.
     #[arg(long, env = "IDMINT_MAX_BATCH", value_name = "N")]
     max_batch: Option<u64>,
-    /// Refuse to start when a stored mark is further ahead of the clock than this, in ms
-    /// [default: 86400000].
+    /// Refuse to start when a stored mark is further ahead of the clock than this, in ms.
     #[arg(long, env = "IDMINT_MAX_AHEAD_MS", value_name = "MS")]
     max_ahead_ms: Option<u64>,
     /// Start even when a stored mark is further ahead of the clock than --max-ahead-ms
@@ -242,7 +237,7 @@ pub(crate) struct Args {
     #[arg(long, env = "IDMINT_ADOPT_DATA_DIR")]
     adopt_data_dir: bool,
     /// The safety margin of --adopt-data-dir, in ms: it must cover how far this machine's clock
-    /// may be behind the times of IDs the other copy issued [default: 600000].
+    /// may be behind the times of IDs the other copy issued.
     #[arg(long, env = "IDMINT_ADOPT_MARGIN_MS", value_name = "MS", requires = "adopt_data_dir")]
     adopt_margin_ms: Option<u64>,
     /// The log's form on stderr: text (coloured only on a terminal, see --color) or json (one
@@ -259,7 +254,7 @@ pub(crate) struct Args {
     access_log: bool,
     /// On SIGTERM or Ctrl-C, report not ready (`/readyz` 503) and keep serving for this long
     /// before closing the listener, so that load balancers stop sending first; 0 closes at
-    /// once. In ms, at most 600000 [default: 5000; the file's `server.shutdown_delay_ms`].
+    /// once. In ms, at most 600000.
     #[arg(long, env = "IDMINT_SHUTDOWN_DELAY_MS", value_name = "MS")]
     shutdown_delay_ms: Option<u64>,
     /// Keep the memory glibc's allocator holds after a burst of connections, instead of giving
@@ -276,10 +271,9 @@ pub(crate) struct Args {
     /// already run, leases timed by its clock) [default: etcd with --etcd, else file].
     #[arg(long, env = "IDMINT_COORDINATOR", value_name = "STORE")]
     coordinator: Option<CoordinatorArg>,
-    /// The lease TTL of each generator-ID claim in etcd or Postgres, in seconds (at least 2
-    /// on etcd, 1 on Postgres) [default: 10].
-    /// A server that stops keeps its generator IDs this long; one that cannot renew its lease
-    /// stops extending its window about a second earlier.
+    /// The lease TTL of each generator-ID claim in etcd or Postgres, in seconds (at least 2 on
+    /// etcd, 1 on Postgres). A server that stops keeps its generator IDs this long; one that
+    /// cannot renew its lease stops extending its window about a second earlier.
     #[arg(long, env = "IDMINT_LEASE_TTL", value_name = "SECS")]
     lease_ttl: Option<u32>,
     #[command(flatten)]
@@ -314,8 +308,59 @@ fn ordinal(hostname: &str) -> anyhow::Result<u64> {
     })
 }
 
-/// The lease TTL of `--coordinator postgres` without --lease-ttl, in seconds.
-const DEFAULT_POSTGRES_LEASE_TTL: u32 = 10;
+/// The defaults `idmint serve --help` shows as `[default: …]`, by argument, each read from
+/// the constant or the default configuration a run falls back to: one source for both.
+pub(crate) fn help_defaults() -> Vec<(&'static str, String)> {
+    let server = ServerConfig::default();
+    let mut defaults = vec![
+        ("listen", DEFAULT_LISTEN.to_owned()),
+        // An unset `generators` is one generator ID (the server's rule).
+        ("generators", "1".to_owned()),
+        ("claim_retry_ms", server.claim_retry_ms.to_string()),
+        ("window_ms", server.window_ms.to_string()),
+        ("clock_step_warn_ms", server.clock_step_warn_ms.to_string()),
+        ("max_batch", server.max_batch.to_string()),
+        ("max_ahead_ms", server.max_ahead_ms.to_string()),
+        ("adopt_margin_ms", DEFAULT_ADOPT_MARGIN_MS.to_string()),
+        (
+            "shutdown_delay_ms",
+            format!("{DEFAULT_SHUTDOWN_DELAY_MS}; the file's `server.shutdown_delay_ms`"),
+        ),
+        ("lease_ttl", DEFAULT_LEASE_TTL.to_string()),
+        ("first_byte_timeout_ms", server.first_byte_timeout_ms.to_string()),
+        ("header_timeout_ms", server.header_timeout_ms.to_string()),
+        ("body_timeout_ms", server.body_timeout_ms.to_string()),
+        ("idle_timeout_ms", server.idle_timeout_ms.to_string()),
+        ("max_connections", server.max_connections.to_string()),
+        ("max_connections_per_ip", server.max_connections_per_ip.unwrap_or(0).to_string()),
+        ("listen_backlog", server.listen_backlog.to_string()),
+        ("http2_keepalive_interval_ms", server.http2_keepalive_interval_ms.to_string()),
+        ("http2_keepalive_timeout_ms", server.http2_keepalive_timeout_ms.to_string()),
+        ("http2_max_concurrent_streams", server.http2_max_concurrent_streams.to_string()),
+        ("http2_max_pending_resets", server.http2_max_pending_resets.to_string()),
+    ];
+    #[cfg(feature = "postgres")]
+    {
+        let postgres = idmint_coord::PostgresOptions::default();
+        defaults.extend([
+            ("postgres_promotion_margin", postgres.promotion_margin.to_string()),
+            ("postgres_promotion_counter_margin", postgres.promotion_counter_margin.to_string()),
+            ("postgres_promotion_mark_margin_ms", postgres.promotion_mark_margin_ms.to_string()),
+        ]);
+    }
+    defaults
+}
+
+/// `serve`'s command with each of [`help_defaults`] at the end of its argument's help.
+pub(crate) fn with_help_defaults(command: clap::Command) -> clap::Command {
+    help_defaults().into_iter().fold(command, |command, (id, value)| {
+        command.mut_arg(id, |arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let help = help.trim_end_matches('.');
+            arg.help(format!("{help} [default: {value}]"))
+        })
+    })
+}
 
 /// Where claims and marks are kept: `--coordinator`, else etcd with --etcd, else the data
 /// directory.
@@ -326,7 +371,7 @@ fn store(args: &Args, file: &FileConfig, data_dir: &Path) -> anyhow::Result<Stor
         anyhow::ensure!(etcd.is_none(), "--coordinator postgres and --etcd: give one of them");
         let url = args.postgres.clone().or(file.postgres.clone()).filter(|p| !p.is_empty());
         let url = url.context("--coordinator postgres needs --postgres URL")?;
-        let lease_ttl = args.lease_ttl.or(file.lease_ttl).unwrap_or(DEFAULT_POSTGRES_LEASE_TTL);
+        let lease_ttl = args.lease_ttl.or(file.lease_ttl).unwrap_or(DEFAULT_LEASE_TTL);
         anyhow::ensure!(
             (1..=86_400).contains(&lease_ttl),
             "--lease-ttl must be 1..=86400 s with --coordinator postgres, not {lease_ttl}"
@@ -489,9 +534,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(clock_step_warn_ms) = args.clock_step_warn_ms {
         config.clock_step_warn_ms = clock_step_warn_ms;
     }
-    if let Store::Etcd(etcd) = &store {
-        check_window_fits_lease(config.window_ms, etcd, args.allow_long_window)?;
-    }
+    check_window_fits_lease(config.window_ms, &store, args.allow_long_window)?;
     if let Some(max_batch) = args.max_batch {
         config.max_batch = max_batch;
     }
@@ -569,13 +612,34 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     runtime.block_on(serve(config, listen, grpc_listen, store, stores, controls))
 }
 
-/// Refuses a window longer than the lease TTL of the claims, unless `allow` (then warns): a
-/// takeover starts above the last stored mark, up to a window ahead of the clock, and comes
-/// at least a lease TTL less one keep-alive period after the last extension, so with a longer
-/// window each takeover may start further ahead than the last (DESIGN.md, "Why must the window
-/// fit in the lease TTL?").
-fn check_window_fits_lease(window_ms: u64, etcd: &EtcdSettings, allow: bool) -> anyhow::Result<()> {
-    let ttl_secs = etcd.claim_ttl_secs();
+impl Store {
+    /// The TTL in seconds of the lease each claim holds, and how a longer one is asked for
+    /// (the flag, or why it cannot be); `None` for the file store, whose claims are locks that
+    /// end with the process, not leases.
+    fn claim_lease(&self) -> Option<(u32, String)> {
+        match self {
+            Store::File(_) => None,
+            Store::Etcd(etcd) => {
+                let ttl = etcd.claim_ttl_secs();
+                Some(match etcd.lable_prefix {
+                    None => (ttl, "--lease-ttl".to_owned()),
+                    Some(_) => (ttl, "(LableOrg's leases last 5 s)".to_owned()),
+                })
+            }
+            Store::Postgres { lease_ttl, .. } => Some((*lease_ttl, "--lease-ttl".to_owned())),
+        }
+    }
+}
+
+/// Refuses a window longer than the lease TTL of the claims (etcd's or Postgres's), unless
+/// `allow` (then warns): a takeover starts above the last stored mark, up to a window ahead of
+/// the clock, and comes at least a lease TTL less one renewal period after the last extension,
+/// so with a longer window each takeover may start further ahead than the last (DESIGN.md,
+/// "Why must the window fit in the lease TTL?"). The file store's claims are no leases.
+fn check_window_fits_lease(window_ms: u64, store: &Store, allow: bool) -> anyhow::Result<()> {
+    let Some((ttl_secs, longer)) = store.claim_lease() else {
+        return Ok(());
+    };
     let ttl_ms = u64::from(ttl_secs) * 1_000;
     if window_ms <= ttl_ms {
         return Ok(());
@@ -589,15 +653,14 @@ fn check_window_fits_lease(window_ms: u64, etcd: &EtcdSettings, allow: bool) -> 
         );
         return Ok(());
     }
-    let longer_lease = match etcd.lable_prefix {
-        None => format!("--lease-ttl {} or more", window_ms.div_ceil(1_000)),
-        Some(_) => "(LableOrg's leases last 5 s)".to_owned(),
+    let longer_lease = match longer.strip_prefix("--") {
+        Some(_) => format!(", {longer} {} or more", window_ms.div_ceil(1_000)),
+        None => format!(" {longer}"),
     };
-    let or = if etcd.lable_prefix.is_none() { ", " } else { " " };
     anyhow::bail!(
         "--window-ms {window_ms} is longer than the {ttl_secs} s lease TTL, so each takeover of a \
          generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why must \
-         the window fit in the lease TTL?\"); use --window-ms {ttl_ms} or less{or}{longer_lease}, \
+         the window fit in the lease TTL?\"); use --window-ms {ttl_ms} or less{longer_lease}, \
          or --allow-long-window"
     )
 }
@@ -1003,27 +1066,75 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
 mod tests {
     use super::*;
 
-    /// The window fits the lease at equality and is refused 1 ms past it, unless allowed; the
-    /// LableOrg scheme's lease is 5 s whatever --lease-ttl says.
+    /// The window fits the lease at equality and is refused 1 ms past it, unless allowed, on
+    /// etcd and on Postgres alike; the LableOrg scheme's lease is 5 s whatever --lease-ttl
+    /// says; the file store has no lease to fit.
     #[test]
     fn a_window_longer_than_the_lease_is_refused_unless_allowed() {
-        let check = |window_ms: u64, lease_ttl: u32, lable: bool, allow: bool, refused: bool| {
-            let etcd = EtcdSettings {
+        let etcd = |lease_ttl: u32, lable: bool| {
+            Store::Etcd(EtcdSettings {
                 endpoints: vec!["http://127.0.0.1:2379".into()],
                 prefix: "idmint/".into(),
                 lease_ttl,
                 lable_prefix: lable.then(|| "unique-id/".to_owned()),
-            };
-            let result = check_window_fits_lease(window_ms, &etcd, allow);
-            assert_eq!(result.is_err(), refused, "{window_ms} ms, ttl {lease_ttl} s: {result:?}");
+            })
         };
-        check(2_000, 2, false, false, false);
-        check(2_001, 2, false, false, true);
-        check(10_000, 2, false, false, true);
-        check(10_000, 2, false, true, false);
-        check(3_000, 10, false, false, false);
-        check(5_000, 2, true, false, false);
-        check(5_001, 30, true, false, true);
+        let postgres = |lease_ttl: u32| Store::Postgres { url: "postgres://db".into(), lease_ttl };
+        let check = |window_ms: u64, store: Store, allow: bool, refused: Option<&str>| {
+            let result = check_window_fits_lease(window_ms, &store, allow);
+            match (result, refused) {
+                (Ok(()), None) => {}
+                (Err(err), Some(want)) => assert!(err.to_string().contains(want), "{err}"),
+                (result, _) => panic!("{window_ms} ms, {store:?}: {result:?}"),
+            }
+        };
+        check(2_000, etcd(2, false), false, None);
+        check(2_001, etcd(2, false), false, Some("use --window-ms 2000 or less, --lease-ttl 3"));
+        check(10_000, etcd(2, false), false, Some("--lease-ttl 10 or more"));
+        check(10_000, etcd(2, false), true, None);
+        check(3_000, etcd(10, false), false, None);
+        check(5_000, etcd(2, true), false, None);
+        check(5_001, etcd(30, true), false, Some("(LableOrg's leases last 5 s)"));
+        check(1_000, postgres(1), false, None);
+        check(3_000, postgres(1), false, Some("longer than the 1 s lease TTL"));
+        check(3_000, postgres(1), true, None);
+        check(10_000, postgres(10), false, None);
+        check(1_000_000, Store::File("d".into()), false, None);
+    }
+
+    /// `serve --help` shows each numeric default once, from the constant or configuration a
+    /// run falls back to; no argument writes a number as its default by hand.
+    #[test]
+    fn help_defaults_come_from_the_constants() {
+        let command = crate::command();
+        let serve = command.find_subcommand("serve").expect("serve");
+        let defaults = help_defaults();
+        for (id, _) in &defaults {
+            assert!(serve.get_arguments().any(|arg| arg.get_id() == id), "no argument {id}");
+        }
+        for arg in serve.get_arguments() {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let long = arg.get_long_help().map(ToString::to_string).unwrap_or_default();
+            let id = arg.get_id().as_str();
+            assert!(!long.contains("[default: "), "{id}: its long help hides the default");
+            match defaults.iter().find(|(name, _)| *name == id) {
+                Some((_, value)) => {
+                    assert!(help.ends_with(&format!(" [default: {value}]")), "{id}: {help}");
+                    assert_eq!(help.matches("[default:").count(), 1, "{id}: {help}");
+                }
+                None => {
+                    let by_hand = help.split("[default: ").skip(1);
+                    let numbers =
+                        by_hand.filter(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
+                    assert_eq!(numbers.count(), 0, "{id} writes its default by hand: {help}");
+                }
+            }
+        }
+        let value =
+            |id: &str| defaults.iter().find(|(name, _)| *name == id).map(|(_, v)| v.clone());
+        assert_eq!(value("lease_ttl").as_deref(), Some("10"));
+        assert_eq!(value("window_ms").as_deref(), Some("3000"));
+        assert_eq!(value("max_connections_per_ip").as_deref(), Some("256"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! Matching on a small enum (a jump) costs less than calling through a pointer, and lets the
 //! compiler inline the chosen path into the caller. A layout missing here is still served, on
-//! the full path: the list is an optimisation, never a rule.
+//! the full path: the list is an optimisation, never a rule. The list is one invocation of
+//! `compiled!`, one line per layout: the macro writes the enum and every match over it.
 
 use crate::{
     Icicle, Js53, Snowflake, Sonyflake, TraceId,
@@ -12,30 +13,64 @@ use crate::{
     pack::Shape,
 };
 
-/// A 64-bit generator with the hot path it runs: one variant per compiled shape, so that a
-/// single match picks both the generator and its code.
-#[derive(Debug)]
-pub(crate) enum Compiled {
-    Snowflake(Generator<u64>),
-    Sonyflake(Generator<u64>),
-    Icicle(Generator<u64>),
-    Js53(Generator<u64>),
-    TraceId(Generator<u64>),
-    /// Any other shape: no compiled path; every call takes the generator's full `next`.
-    Read(Generator<u64>),
-}
-
 /// A variant of [`Compiled`] without its generator.
 type Wrap = fn(Generator<u64>) -> Compiled;
 
-/// The compiled paths and the shapes they are compiled for.
-const COMPILED: [(Wrap, Option<Shape>); 5] = [
-    (Compiled::Snowflake, <Snowflake as Sealed>::SHAPE),
-    (Compiled::Sonyflake, <Sonyflake as Sealed>::SHAPE),
-    (Compiled::Icicle, <Icicle as Sealed>::SHAPE),
-    (Compiled::Js53, <Js53 as Sealed>::SHAPE),
-    (Compiled::TraceId, <TraceId as Sealed>::SHAPE),
-];
+/// Declares [`Compiled`], with one variant per line, and everything that names its variants,
+/// so that a layout joins the compiled paths by one line of the invocation below.
+macro_rules! compiled {
+    ($($variant:ident = $id:ty, $name:literal;)+) => {
+        /// A 64-bit generator with the hot path it runs: one variant per compiled shape, so
+        /// that a single match picks both the generator and its code.
+        #[derive(Debug)]
+        pub(crate) enum Compiled {
+            $($variant(Generator<u64>),)+
+            /// Any other shape: no compiled path; every call takes the generator's full `next`.
+            Read(Generator<u64>),
+        }
+
+        /// The compiled paths and the shapes they are compiled for.
+        const COMPILED: &[(Wrap, Option<Shape>)] =
+            &[$((Compiled::$variant, <$id as Sealed>::SHAPE),)+];
+
+        impl Compiled {
+            /// The generator.
+            pub(crate) fn generator(&self) -> &Generator<u64> {
+                match self {
+                    $(Compiled::$variant(g))|+ | Compiled::Read(g) => g,
+                }
+            }
+
+            /// [`Generator::try_next`] on the compiled path; `None` sends the call to the full
+            /// path (always, for [`Compiled::Read`]).
+            #[inline(always)]
+            pub(crate) fn try_next(&self, now_ms: u64) -> Option<u64> {
+                match self {
+                    $(Compiled::$variant(g) => try_next_as::<$id>(g, now_ms),)+
+                    // The full path, which reads the shape, is the faster one without constants.
+                    Compiled::Read(_) => None,
+                }
+            }
+
+            /// The path's name: its layout's, or `read`.
+            #[cfg(test)]
+            fn name(&self) -> &'static str {
+                match self {
+                    $(Compiled::$variant(_) => $name,)+
+                    Compiled::Read(_) => "read",
+                }
+            }
+        }
+    };
+}
+
+compiled! {
+    Snowflake = Snowflake, "snowflake";
+    Sonyflake = Sonyflake, "sonyflake";
+    Icicle = Icicle, "icicle";
+    Js53 = Js53, "js53";
+    TraceId = TraceId, "trace-id";
+}
 
 impl Compiled {
     /// `generator` with the path compiled for its shape, or as [`Compiled::Read`]. Chosen by
@@ -49,33 +84,6 @@ impl Compiled {
             .map_or(Compiled::Read as Wrap, |(wrap, _)| *wrap);
         wrap(generator)
     }
-
-    /// The generator.
-    pub(crate) fn generator(&self) -> &Generator<u64> {
-        match self {
-            Compiled::Snowflake(g)
-            | Compiled::Sonyflake(g)
-            | Compiled::Icicle(g)
-            | Compiled::Js53(g)
-            | Compiled::TraceId(g)
-            | Compiled::Read(g) => g,
-        }
-    }
-
-    /// [`Generator::try_next`] on the compiled path; `None` sends the call to the full path
-    /// (always, for [`Compiled::Read`]).
-    #[inline(always)]
-    pub(crate) fn try_next(&self, now_ms: u64) -> Option<u64> {
-        match self {
-            Compiled::Snowflake(g) => try_next_as::<Snowflake>(g, now_ms),
-            Compiled::Sonyflake(g) => try_next_as::<Sonyflake>(g, now_ms),
-            Compiled::Icicle(g) => try_next_as::<Icicle>(g, now_ms),
-            Compiled::Js53(g) => try_next_as::<Js53>(g, now_ms),
-            Compiled::TraceId(g) => try_next_as::<TraceId>(g, now_ms),
-            // The full path, which reads the shape, is the faster one without constants.
-            Compiled::Read(_) => None,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -87,14 +95,7 @@ mod tests {
 
     /// Which variant, by name.
     fn path(compiled: &Compiled) -> &'static str {
-        match compiled {
-            Compiled::Snowflake(_) => "snowflake",
-            Compiled::Sonyflake(_) => "sonyflake",
-            Compiled::Icicle(_) => "icicle",
-            Compiled::Js53(_) => "js53",
-            Compiled::TraceId(_) => "trace-id",
-            Compiled::Read(_) => "read",
-        }
+        compiled.name()
     }
 
     /// Each compiled shape is the one its layout's plan gives a generator: a typed generator

@@ -61,6 +61,9 @@ pub struct Candidate {
     pub about: String,
     /// The ID as text: an idmint layout's usual form, else the text given.
     pub id: String,
+    /// The ID as an integer of its width, for 64-bit and 128-bit formats; `None` for the other
+    /// widths (xid's and ObjectId's 96 bits, KSUID's 160).
+    pub value: Option<AnyId>,
     /// The fields, most significant first. Values wider than 64 bits are hex text.
     pub fields: Vec<DetectedField>,
     /// When the ID was made, in Unix ms; `None` for formats without time (or before 1970).
@@ -227,10 +230,18 @@ fn reading(known: &Known, text: &str, bytes: &[u8], now_ms: u64) -> Option<Candi
         Text::Uuid => text.to_ascii_lowercase(),
         _ => text.to_owned(),
     };
+    let value = match bits {
+        64 | 128 => {
+            let n = bytes.iter().fold(0u128, |n, &b| (n << 8) | u128::from(b));
+            Some(if bits == 64 { AnyId::U64(n as u64) } else { AnyId::U128(n) })
+        }
+        _ => None,
+    };
     Some(Candidate {
         layout: known.name.to_owned(),
         about: known.about.to_owned(),
         id,
+        value,
         fields,
         time_ms: time_of(&timing),
         score,
@@ -278,6 +289,7 @@ fn layout_reading(
             .find(|(name, _)| *name == layout.name())
             .map_or_else(String::new, |(_, about)| (*about).to_owned()),
         id: layout.format(id, layout.default_format())?,
+        value: Some(id),
         fields,
         time_ms: time_of(&timing),
         score,
@@ -314,6 +326,7 @@ fn typeid_reading(text: &str, prefix: &TypePrefix, value: u128, now_ms: u64) -> 
         layout: "typeid".to_owned(),
         about: "TypeID (jetify-com/typeid 0.3): a type prefix, `_`, and a UUID as 26 lower-case base32 characters".to_owned(),
         id: text.to_owned(),
+        value: Some(AnyId::U128(value)),
         fields,
         time_ms: time_of(&timing),
         score,
@@ -405,5 +418,27 @@ mod tests {
         assert!(names.contains(&"typeid") && names.contains(&"ulid"), "{names:?}");
         assert_eq!(bare[0].layout, "typeid", "the v7 marker bits rank it first");
         assert!(detect("User_01h455vb4pex5vsknk084sn02q", NOW).is_err());
+    }
+
+    /// Every reading carries the ID as an integer, the same whatever form the text is in;
+    /// formats of other widths carry none.
+    #[test]
+    fn readings_carry_the_id_as_an_integer() {
+        let v7 = Some(AnyId::U128(0x01890a5d_ac96_774b_bcce_b302099a8057));
+        let discord = Some(AnyId::U64(175_928_847_299_117_063));
+        let check = |text: &str, layout: &str, want: Option<AnyId>| {
+            let found = detect(text, NOW).unwrap();
+            let reading = found.iter().find(|c| c.layout == layout);
+            let reading = reading.unwrap_or_else(|| panic!("{text}: no {layout} in {found:?}"));
+            assert_eq!(reading.value, want, "{text} as {layout}");
+        };
+        check("user_01h455vb4pex5vsknk084sn02q", "typeid", v7);
+        check("01H455VB4PEX5VSKNK084SN02Q", "ulid", v7);
+        check("01890a5d-ac96-774b-bcce-b302099a8057", "uuid-v7", v7);
+        check("01890A5D-AC96-774B-BCCE-B302099A8057", "uuid7", v7);
+        check("175928847299117063", "discord", discord);
+        check("175928847299117063", "snowflake", discord);
+        check("9m4e2mr0ui3e8a215n4g", "xid", None);
+        check("0ujtsYcgvSTl8PAuAdqWYSMnLOv", "ksuid", None);
     }
 }

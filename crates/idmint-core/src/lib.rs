@@ -96,6 +96,7 @@ mod sequence_layout;
 mod snowflake;
 mod sonyflake;
 mod sonyflake_v2;
+mod stride;
 mod text128;
 mod time_fmt;
 mod trace_id;
@@ -125,11 +126,12 @@ pub use crate::{
     js53::{Js53, Js53Parts},
     kind::{Capacity, IssuedBy, Order},
     lable::{Lable, LableMode, LableParts},
-    layout::{GeneratorStride, Layout},
+    layout::Layout,
     public_id::{MAX_VERSION_BITS, PublicIdKey, PublicIdKeys, PublicIdMethod, PublicIds},
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
     sonyflake_v2::SonyflakeV2,
+    stride::GeneratorStride,
     text128::{Text128, TypePrefix, parse_typeid, typeid_text},
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},
     trace_id::{ChunkRegistry, ChunkedTraceIdGenerator, TraceId, TraceIdParts, TraceIdValidator},

@@ -519,9 +519,9 @@ mod tests {
     }
 
     /// A call that finds the window used up after the claim was lost (with etcd: a lease that
-    /// etcd itself revoked) waits while the namespace claims again, which it does at once. It
-    /// used to wait for the first extension of the new claim's window, half a window later, and
-    /// with the default 3 s window its 1 s wait ran out first (`window_exhausted`).
+    /// etcd itself revoked) waits while the namespace claims again, which it does at once, and
+    /// gets its IDs within its 1 s wait, not `window_exhausted` (waiting for the first extension
+    /// of the new claim's window, half of the default 3 s window later, would take longer).
     #[tokio::test(start_paused = true)]
     async fn a_call_waits_while_a_lost_claim_is_claimed_again() {
         let coordinator = MemoryCoordinator::new();

@@ -143,8 +143,8 @@ pub(super) fn coordinator_args_with(
     .map(|s| (*s).to_owned())
     .collect();
     if window_ms.parse::<u64>().is_ok_and(|ms| ms > 2_000) {
-        // Longer than the 2 s lease on purpose: a holder that still serves inside its window
-        // after its lease is gone is the fence's case (`idmint serve` refuses it unless told).
+        // A holder that still serves inside its window after its lease is gone is the fence's
+        // case; `idmint serve` refuses a window longer than the lease unless told.
         args.push("--allow-long-window".to_owned());
     }
     args.extend(extra.iter().map(|s| (*s).to_owned()));

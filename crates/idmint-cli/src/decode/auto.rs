@@ -1,11 +1,15 @@
 //! `idmint decode --layout auto`: asks the core's `detect` what each ID is, and prints the best
 //! candidate's table and the other candidates one line each, or one JSON object per ID with
-//! every candidate, best first. The recognising and ranking are the core's.
+//! every candidate, best first (and a 128-bit ID's other text forms). The recognising and ranking
+//! are the core's.
 
 use std::io::Write;
 
-use idmint_core::{Candidate, DetectedField, FieldValue, detect, format_rfc3339_ms};
-use serde::{Serialize, ser::SerializeMap};
+use idmint_core::{Candidate, Layout, detect, format_rfc3339_ms};
+use serde::Serialize;
+
+use super::{Fields, number_of};
+use crate::convert::Forms;
 
 /// The `--layout` value that asks for recognition.
 pub(super) const AUTO: &str = "auto";
@@ -18,6 +22,9 @@ struct Auto<'a> {
     id: &'a str,
     time: Option<String>,
     fields: Fields<'a>,
+    /// A 128-bit ID's text forms; left out for other widths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forms: Option<Forms>,
     candidates: Vec<Reading<'a>>,
 }
 
@@ -40,27 +47,35 @@ impl<'a> Reading<'a> {
             about: &candidate.about,
             id: &candidate.id,
             time: candidate.time_ms.map(format_rfc3339_ms),
-            fields: Fields(&candidate.fields),
+            fields: fields(candidate),
             score: candidate.score,
             reason: &candidate.reason,
         }
     }
 }
 
-/// The fields as a JSON object, most significant first.
-struct Fields<'a>(&'a [DetectedField]);
-
-impl Serialize for Fields<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for field in self.0 {
-            match &field.value {
-                FieldValue::Number(n) => map.serialize_entry(&field.name, n)?,
-                FieldValue::Text(t) => map.serialize_entry(&field.name, t)?,
-            }
-        }
-        map.end()
-    }
+/// A reading's fields as a JSON object, most significant first, by the rule of
+/// [`super::Fields`]: a field is a string when its width (or, for `decimal-id`'s digits, its
+/// layout's range) allows values above 2^53 - 1.
+fn fields(candidate: &Candidate) -> Fields<'_> {
+    let infos = Layout::builtin(&candidate.layout).map(|l| l.fields()).unwrap_or_default();
+    Fields::new(
+        candidate
+            .fields
+            .iter()
+            .map(|field| {
+                let max = match field.bits {
+                    Some(bits) if bits >= 64 => u64::MAX,
+                    Some(bits) => (1 << bits) - 1,
+                    None => infos
+                        .iter()
+                        .find(|f| f.name == field.name)
+                        .map_or_else(|| number_of(&field.value), |f| f.max),
+                };
+                (field.name.as_str(), &field.value, max)
+            })
+            .collect(),
+    )
 }
 
 /// Recognises one ID and writes it: a JSON line, or a table (after a blank line unless it is
@@ -82,7 +97,8 @@ pub(super) fn write(
             layout: &best.layout,
             id: &best.id,
             time: best.time_ms.map(format_rfc3339_ms),
-            fields: Fields(&best.fields),
+            fields: fields(best),
+            forms: Forms::of_candidate(best),
             candidates: candidates.iter().map(Reading::of).collect(),
         };
         serde_json::to_writer(&mut *out, &auto)?;
@@ -115,6 +131,9 @@ fn write_table(best: &Candidate, others: &[Candidate], out: &mut dyn Write) -> a
             None => value,
         };
         rows.push((&field.name, value));
+    }
+    if let Some(forms) = Forms::of_candidate(best) {
+        rows.extend(forms.rows());
     }
     let pad = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     for (name, value) in rows {

@@ -6,7 +6,7 @@
 //! same check with the clock watch off, and with its threshold above the step: no line, and
 //! the check fails. A leap second as Linux inserts it (the wall clock back 1 s after
 //! midnight) keeps IDs unique and increasing and logs one line; its control removes the clock
-//! guard. And a window longer than the lease TTL is refused with one line.
+//! guard. And a window longer than the lease TTL (etcd's or Postgres's) is refused with one line.
 //!
 //! Every process is started by the test and stopped by its PID only.
 
@@ -293,15 +293,18 @@ fn without_the_clock_watch_the_check_fails() {
     }
 }
 
-/// A window longer than the claims' lease TTL is refused at start with one line naming both
-/// (before anything connects to etcd, so the endpoint need not answer).
+/// A window longer than the claims' lease TTL is refused at start with one line naming both,
+/// on etcd and on Postgres (before anything connects, so the endpoint need not answer).
 #[test]
 fn a_window_longer_than_the_lease_ttl_is_refused_with_one_line() {
-    let check = |args: &[&str], want: &str| {
+    let etcd: &[&str] = &["--etcd", "http://127.0.0.1:1"];
+    let postgres: &[&str] =
+        &["--coordinator", "postgres", "--postgres", "postgres://idmint@127.0.0.1:1/idmint"];
+    let check = |store: &[&str], args: &[&str], want: &str| {
         let dir = tempfile::tempdir().expect("temporary directory");
         let data = dir.path().to_str().expect("a UTF-8 path");
         let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir", data];
-        all.extend(["--etcd", "http://127.0.0.1:1"]);
+        all.extend(store);
         all.extend(args);
         let output = idmint(&all, &[]).output().expect("run idmint serve");
         let stderr = crate::common::strip_ansi(&String::from_utf8_lossy(&output.stderr));
@@ -309,6 +312,7 @@ fn a_window_longer_than_the_lease_ttl_is_refused_with_one_line() {
         assert_eq!(stderr.trim_end(), want, "{args:?}");
     };
     check(
+        etcd,
         &["--window-ms", "10000", "--lease-ttl", "2"],
         "error: --window-ms 10000 is longer than the 2 s lease TTL, so each takeover of a \
          generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why \
@@ -317,11 +321,29 @@ fn a_window_longer_than_the_lease_ttl_is_refused_with_one_line() {
     );
     // LableOrg's pool keys live on 5 s leases, whatever --lease-ttl says.
     check(
+        etcd,
         &["--window-ms", "5001", "--etcd-scheme", "lable-org", "--etcd-lable-prefix", "unique-id/"],
         "error: --window-ms 5001 is longer than the 5 s lease TTL, so each takeover of a \
          generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why \
          must the window fit in the lease TTL?\"); use --window-ms 5000 or less (LableOrg's leases \
          last 5 s), or --allow-long-window",
+    );
+    // Postgres's leases are held to the same rule, and its default window to its TTL.
+    check(
+        postgres,
+        &["--window-ms", "3000", "--lease-ttl", "1"],
+        "error: --window-ms 3000 is longer than the 1 s lease TTL, so each takeover of a \
+         generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why \
+         must the window fit in the lease TTL?\"); use --window-ms 1000 or less, --lease-ttl 3 \
+         or more, or --allow-long-window",
+    );
+    check(
+        postgres,
+        &["--lease-ttl", "2"],
+        "error: --window-ms 3000 is longer than the 2 s lease TTL, so each takeover of a \
+         generator ID could start further ahead of the clock than the last (DESIGN.md, \"Why \
+         must the window fit in the lease TTL?\"); use --window-ms 2000 or less, --lease-ttl 3 \
+         or more, or --allow-long-window",
     );
 }
 

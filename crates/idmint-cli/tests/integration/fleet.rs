@@ -985,8 +985,8 @@ mod on_etcd {
 
     /// A fleet with only etcd keeps its `sequence` segments there: two servers, each with its
     /// own data directory as on two machines, hand out disjoint IDs, and the segment is an etcd
-    /// key. (Before, each server kept the segments in its own data directory, so both handed
-    /// out 1, 2, 3...: this is that bug's regression test.)
+    /// key. (Segments kept in each server's own data directory would make both hand out 1, 2,
+    /// 3...: this test catches that.)
     #[test]
     fn a_sequence_namespace_on_etcd_is_shared_by_the_fleet() {
         let _serial = serial();

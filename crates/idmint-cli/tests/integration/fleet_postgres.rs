@@ -233,7 +233,16 @@ fn a_spare_takes_over_a_killed_holder_within_the_lease() {
     let url = pg.url();
     let dirs = [tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir")];
     let path = |i: usize| dirs[i].path().to_string_lossy().into_owned();
-    let fleet = ["--generator-pool", "1", "--lease-ttl", "2", "--claim-retry-ms", "100"];
+    let fleet = [
+        "--generator-pool",
+        "1",
+        "--lease-ttl",
+        "2",
+        "--window-ms",
+        "2000",
+        "--claim-retry-ms",
+        "100",
+    ];
     let mut holder = spawn("holder", &url, &path(0), &fleet);
     assert!(poll(PROCESS_TIMEOUT, || ready(&holder)), "{}", holder.log_text());
     let mut spare_args = fleet.to_vec();

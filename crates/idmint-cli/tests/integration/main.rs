@@ -15,6 +15,7 @@ mod backends;
 mod cli;
 mod clock_steps;
 mod conventions;
+mod convert;
 mod decode_auto;
 mod deploy;
 mod fleet;

@@ -15,7 +15,6 @@
 //! | `public_ids` | public IDs: round trips, domains and key versions (T25) |
 //! | `upstream_edges` | the text forms the originals print or read beyond idmint's strict ones |
 //! | `uuid7_conformance` | `uuid7` against the `uuid` and `ulid` crates and the TypeID specification's own cases; text round trips (proptest) |
-//! | `tidy` | source rules: `//!` headers, no sleeping, I/O or ignored tests in the core; ARCHITECTURE.md's claims and README.md's layout table against the code and manifests; no citation of what is outside the repository |
 //!
 //! No test reads the wall clock: times are plain `u64` milliseconds or a `ManualClock`.
 
@@ -28,7 +27,6 @@ mod layouts;
 mod no_panic;
 mod public_ids;
 mod shard_keys;
-mod tidy;
 mod trace_split;
 mod upstream;
 mod upstream_edges;

@@ -1,10 +1,12 @@
 //! `/metrics` of a live server as Prometheus' own linter sees it: `promtool check metrics`
 //! passes on a scrape after traffic (latency histograms, build info and process metrics
 //! included), and rejects a deliberately bad name (the control). Without promtool the test
-//! says SKIPPED, except under `CI=true`, where it fails. And the clock watch's histogram and
-//! the lead over the wall clock, with a wall clock stepped forward and back.
+//! says SKIPPED, except under `CI=true`, where it fails. Every family a server renders, gRPC's
+//! too, is a row of the metrics table in docs/operations.md. And the clock watch's histogram
+//! and the lead over the wall clock, with a wall clock stepped forward and back.
 
 use std::{
+    collections::BTreeSet,
     io::Write,
     process::{Command, Stdio},
     time::Duration,
@@ -129,4 +131,60 @@ fn a_stepped_wall_clock_is_counted_each_way_and_the_lead_follows() {
     assert!(ahead() > 59.0, "the IDs keep their time: {} s ahead", ahead());
     assert_eq!(count("forward"), 1.0, "one forward step, counted once");
     server.stop().expect("ordered shutdown");
+}
+
+/// The metric names of the table in docs/operations.md (a row's first cell: one or more names
+/// in backticks, with labels), without their labels.
+fn documented_metrics(operations: &str) -> BTreeSet<String> {
+    operations
+        .lines()
+        .skip_while(|line| !line.starts_with("| metric | type |"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| line.trim_start_matches('|').split(" | ").next())
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(str::to_owned).collect::<Vec<_>>())
+        .map(|name| name.split('{').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The families `text` (Prometheus text) declares with `# TYPE`, by their undocumented names:
+/// every one but those a row names, the `process_*` ones counting as one row.
+fn undocumented(text: &str, documented: &BTreeSet<String>) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|line| line.split(' ').next())
+        .filter(|name| {
+            let row = if name.starts_with("process_") { "process_*" } else { name };
+            !documented.contains(row)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every metric family a server renders, with its gRPC port served, has a row in the metrics
+/// table of docs/operations.md.
+#[test]
+fn every_rendered_metric_is_in_the_operations_table() {
+    let server = TestServer::builder(ServerConfig::default())
+        .coordinator(std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()))
+        .wall(clock(0))
+        .grpc()
+        .start()
+        .expect("start");
+    let _ = http::get(server.addr, "/v1/batch?count=5");
+    let text = server.metrics();
+    server.stop().expect("ordered shutdown");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/operations.md");
+    let operations = std::fs::read_to_string(path).expect("docs/operations.md");
+    let documented = documented_metrics(&operations);
+    assert!(text.contains("# TYPE idmint_grpc_streams_open "), "gRPC's families are rendered");
+    let missing = undocumented(&text, &documented);
+    assert!(
+        missing.is_empty(),
+        "add these to the metrics table of docs/operations.md: {missing:?}"
+    );
+    // The control: a table without the gRPC rows misses them.
+    let without_grpc: BTreeSet<String> =
+        documented.iter().filter(|name| !name.starts_with("idmint_grpc_")).cloned().collect();
+    assert!(undocumented(&text, &without_grpc).contains(&"idmint_grpc_streams_open".to_owned()));
 }

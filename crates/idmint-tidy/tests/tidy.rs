@@ -4,8 +4,9 @@
 //! names, its "Checked rules" and dependency tables, its negative controls and its list of
 //! commands, each against the manifests or the sources), README.md's layout table is
 //! `idmint layouts` with each layout's capacity, nothing in the repository cites what is
-//! outside it (an issue tracker, reference notes), and every citation of a document's section
-//! names a heading that exists.
+//! outside it (an issue tracker, reference notes), every citation of a document's section
+//! names a heading that exists, every path from the root a document names exists, no
+//! document line is longer than 1,000 characters, and BENCHMARKS.md stays at most 250 lines.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -43,7 +44,10 @@ fn crates_dir() -> PathBuf {
 fn every_file_starts_with_a_module_doc() {
     let files = rust_files(&crates_dir());
     assert!(files.iter().any(|f| f.ends_with("idmint-core/src/lib.rs")), "the walk found the core");
-    assert!(files.iter().any(|f| f.ends_with("tests/lib/tidy.rs")), "the walk found the tests");
+    assert!(
+        files.iter().any(|f| f.ends_with("idmint-tidy/tests/tidy.rs")),
+        "the walk found the tests"
+    );
     let offenders: Vec<String> = files
         .iter()
         .filter(|file| {
@@ -66,7 +70,7 @@ fn the_core_does_no_io_and_keeps_every_test() {
         ["#[", "ignore"].concat(),
         ["#[", "should_panic"].concat(),
     ];
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crates_dir().join("idmint-core").join("src");
     let files = rust_files(&src);
     assert!(files.len() > 10, "the walk found the core's sources");
     let mut offences = Vec::new();
@@ -526,13 +530,133 @@ fn table_rows(text: &str, header: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The folders a path from the repository's root starts with, as the documents write them.
+const ROOTS: [&str; 7] =
+    ["crates/", "scripts/", "clients/", "deploy/", "testdata/", "docs/", ".ci/"];
+
+/// Whether a path from the root exists: a file or folder, or with one `*` for a folder name
+/// (`crates/*/src`).
+fn root_path_exists(token: &str) -> bool {
+    let root = root_dir();
+    let pattern = token.trim_end_matches('/');
+    // `files_under` skips hidden folders such as `.ci`: a plain path is looked up.
+    if !pattern.contains('*') && root.join(pattern).exists() {
+        return true;
+    }
+    files_under(&root).iter().any(|f| match pattern.split_once('*') {
+        // `crates/*/src`: one folder name in place of the star.
+        Some((before, after)) => f.strip_prefix(before).is_some_and(|rest| {
+            rest.split_once('/')
+                .is_some_and(|(_, rest)| format!("/{rest}/").starts_with(&format!("{after}/")))
+        }),
+        None => f == pattern || f.starts_with(&format!("{pattern}/")),
+    })
+}
+
+/// The documents whose paths and lines are checked: every `.md` file at the root and in
+/// `docs/`.
+fn documents() -> Vec<PathBuf> {
+    let root = root_dir();
+    let mut docs: Vec<PathBuf> = [root.clone(), root.join("docs")]
+        .iter()
+        .flat_map(|dir| fs::read_dir(dir).expect("a folder of documents"))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    docs
+}
+
+/// The paths from the root (`crates/…`, `scripts/…`, `docs/…`) that `text` names, in
+/// backticks or not, that do not exist. A path ends at a character no path has; a path with a
+/// placeholder (`<name>`, `{…}`) or a trailing `…` is not one.
+fn missing_root_paths(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./*".contains(c);
+    let mut missing = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find(|c: char| is_path_char(c)) {
+            let before = rest[..at].chars().last();
+            let tail = &rest[at..];
+            let end = tail.find(|c: char| !is_path_char(c)).unwrap_or(tail.len());
+            let token = tail[..end].trim_end_matches(['.', ',']);
+            let next = tail[end..].chars().next();
+            rest = &tail[end..];
+            // A URL's path, a path inside another (`../crates/…`), or a placeholder.
+            let inside = before.is_some_and(|c| c == '/' || c == '.' || c == ':' || c == '~');
+            let placeholder = matches!(next, Some('<' | '{' | '…'));
+            if inside || placeholder || !ROOTS.iter().any(|r| token.starts_with(r)) {
+                continue;
+            }
+            if !root_path_exists(token) {
+                missing.push(format!("line {}: {token}", number + 1));
+            }
+        }
+    }
+    missing
+}
+
+/// Every path from the root that a document (README.md, DESIGN.md, RELIABILITY.md, docs/…)
+/// names exists.
+#[test]
+fn the_documents_name_only_paths_that_exist() {
+    let mut missing = Vec::new();
+    for doc in documents() {
+        let text = fs::read_to_string(&doc).expect("a readable document");
+        let name = doc.strip_prefix(root_dir()).unwrap_or(&doc).display().to_string();
+        missing.extend(missing_root_paths(&text).into_iter().map(|m| format!("{name} {m}")));
+    }
+    assert!(missing.is_empty(), "documents name paths that do not exist:\n{}", missing.join("\n"));
+    // Negative control: a moved test file is caught, in backticks or in plain text.
+    for text in
+        ["`crates/idmint-cli/tests/clock_steps.rs`", "(crates/idmint-cli/tests/clock_steps.rs)."]
+    {
+        assert_eq!(missing_root_paths(text).len(), 1, "{text}");
+    }
+    for text in
+        ["`crates/idmint-cli/tests/integration/clock_steps.rs`", "crates/*/src", "see docs/."]
+    {
+        assert!(missing_root_paths(text).is_empty(), "{text}");
+    }
+}
+
+/// The longest line a document may have: one sentence per line, and no sentence this long.
+const MAX_DOC_LINE: usize = 1_000;
+
+/// No line of a document is longer than [`MAX_DOC_LINE`] characters.
+#[test]
+fn no_document_line_is_longer_than_a_thousand_characters() {
+    let mut long = Vec::new();
+    for doc in documents() {
+        let text = fs::read_to_string(&doc).expect("a readable document");
+        let name = doc.strip_prefix(root_dir()).unwrap_or(&doc).display().to_string();
+        for (number, line) in text.lines().enumerate() {
+            let chars = line.chars().count();
+            if chars > MAX_DOC_LINE {
+                long.push(format!("{name}:{}: {chars} characters", number + 1));
+            }
+        }
+    }
+    assert!(long.is_empty(), "split these lines, one sentence per line:\n{}", long.join("\n"));
+}
+
+/// BENCHMARKS.md holds the current figures in at most 250 lines; earlier runs move to
+/// docs/bench-history.md.
+#[test]
+fn benchmarks_md_stays_short() {
+    let text = fs::read_to_string(root_dir().join("BENCHMARKS.md")).expect("BENCHMARKS.md");
+    let lines = text.lines().count();
+    assert!(
+        lines <= 250,
+        "BENCHMARKS.md has {lines} lines; move earlier runs to docs/bench-history.md"
+    );
+}
+
 /// The file names and paths ARCHITECTURE.md gives in backticks that do not exist: a path
 /// from the root (`crates/…`, `scripts/…`) must exist there; a file name or a path inside a
 /// crate must end a file of the crate whose section (`### \`crates/…\``) names it, or of any
 /// crate outside the sections.
 fn missing_files(architecture: &str) -> Vec<String> {
-    const ROOTS: [&str; 7] =
-        ["crates/", "scripts/", "clients/", "deploy/", "testdata/", "docs/", ".ci/"];
     const EXTENSIONS: [&str; 10] =
         ["rs", "toml", "sql", "proto", "txt", "yml", "yaml", "md", "js", "mjs"];
     let root = root_dir();
@@ -553,20 +677,7 @@ fn missing_files(architecture: &str) -> Vec<String> {
                 continue;
             }
             if ROOTS.iter().any(|r| token.starts_with(r)) {
-                let pattern = token.trim_end_matches('/');
-                // `files_under` skips hidden folders such as `.ci`: a plain path is looked up.
-                let plain = !pattern.contains('*') && root.join(pattern).exists();
-                let found = plain
-                    || files_under(&root).iter().any(|f| match pattern.split_once('*') {
-                        // `crates/*/src`: one folder name in place of the star.
-                        Some((before, after)) => f.strip_prefix(before).is_some_and(|rest| {
-                            rest.split_once('/').is_some_and(|(_, rest)| {
-                                format!("/{rest}/").starts_with(&format!("{after}/"))
-                            })
-                        }),
-                        None => f == pattern || f.starts_with(&format!("{pattern}/")),
-                    });
-                if !found {
+                if !root_path_exists(&token) {
                     missing.push(token);
                 }
                 continue;
@@ -608,8 +719,8 @@ fn architecture_md_names_only_files_that_exist() {
     assert_ne!(renamed, architecture, "the control edits the document");
     assert_eq!(missing_files(&renamed).len(), 1, "{:?}", missing_files(&renamed));
     let moved = architecture.replacen(
-        "`crates/idmint-core/tests/lib/tidy.rs`",
-        "`crates/idmint-core/tests/tidy.rs`",
+        "`crates/idmint-tidy/tests/tidy.rs`",
+        "`crates/idmint-tidy/tests/tidy/main.rs`",
         1,
     );
     assert_ne!(moved, architecture, "the control edits the document");
@@ -1401,10 +1512,10 @@ fn crate_circles(name: &str, root_imports: bool) -> (usize, Vec<Vec<String>>, Ve
     (sources.len(), found, arrows)
 }
 
-/// No import circle between the files of idmint-engine, idmint-server, idmint-coord and
+/// No import circle between the files of idmint-engine, idmint-server, idmint-coord or
 /// idmint-client, even counting the crate root's own imports: their modules stand in floors,
-/// each importing only from below (ARCHITECTURE.md, "Structure, before and after"). Run with
-/// `--nocapture` to read the figures.
+/// each importing only from below (ARCHITECTURE.md, "Structure"). Run with `--nocapture` to
+/// read the figures.
 #[test]
 #[allow(clippy::print_stderr)]
 fn no_import_circles_between_files() {
