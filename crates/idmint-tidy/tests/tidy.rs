@@ -1094,7 +1094,7 @@ fn the_negative_controls_are_the_codes() {
     let declared = format!("[features]\n{} = [\"etcd\"]\n", old[0].clone() + "fence");
     assert_eq!(test_only_features(&declared).len(), 1);
     assert!(test_only_features("[features]\ntest-util = []\n").is_empty());
-    assert_eq!(actual_flags.len(), 7, "{actual_flags:?}");
+    assert_eq!(actual_flags.len(), 8, "{actual_flags:?}");
     let bare = "/// Doc.\n#[cfg(feature = \"etcd\")]\npub fn without_fence(self) -> Self {";
     assert!(attributes_above(bare, "fn without_fence(").is_some_and(|a| !a.contains(&cfg)));
 }
