@@ -190,6 +190,11 @@ impl Node {
         String::from_utf8_lossy(&text).into_owned()
     }
 
+    /// Everything its incarnations logged.
+    pub(crate) fn log_text(&self) -> String {
+        self.log_since(0)
+    }
+
     /// Every generator ID any of its incarnations claimed (its "namespace ready" lines).
     pub(crate) fn claimed(&self) -> Vec<u64> {
         let mut claimed: Vec<u64> = self

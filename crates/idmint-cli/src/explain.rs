@@ -6,20 +6,10 @@
 
 use std::io::Write;
 
-use idmint_core::{Capacity, Clock, FieldInfo, Layout, Segment, SystemClock};
+use idmint_core::{Capacity, Clock, FieldInfo, Segment, SystemClock};
 use serde::Serialize;
 
 use crate::layout_arg::LayoutArgs;
-
-/// A layout that runs out within this many milliseconds of now gets a warning: 10 years of
-/// 365.25 days.
-const WARN_WITHIN_MS: u64 = 10 * 31_557_600_000;
-
-/// One year of 365.25 days, in milliseconds.
-const YEAR_MS: u64 = 31_557_600_000;
-
-/// One day, in milliseconds.
-const DAY_MS: u64 = 86_400_000;
 
 /// The widest a diagram row may be, in columns.
 const MAX_ROW_WIDTH: usize = 79;
@@ -68,7 +58,7 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let segments = layout.segments();
     let fields = layout.fields();
     let capacity = layout.capacity();
-    let warnings = warnings(&layout, &capacity, now_ms);
+    let warnings = capacity.warnings(layout.name(), now_ms);
     if args.json {
         let explanation = Explanation {
             layout: layout.name(),
@@ -127,34 +117,6 @@ pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The lifetime warnings: already ran out, runs out within 10 years, or starts in the future.
-fn warnings(layout: &Layout, capacity: &Capacity, now_ms: u64) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let name = layout.name();
-    if let (Some(end_ms), Some(end)) = (capacity.end_ms, &capacity.end) {
-        if end_ms <= now_ms {
-            warnings.push(format!(
-                "layout `{name}` ran out on {end}, {} ago: it cannot issue ids any more",
-                duration(now_ms - end_ms)
-            ));
-        } else if end_ms - now_ms <= WARN_WITHIN_MS {
-            warnings.push(format!(
-                "layout `{name}` runs out on {end}, in {}: less than 10 years from now",
-                duration(end_ms - now_ms)
-            ));
-        }
-    }
-    if let (Some(start_ms), Some(start)) = (capacity.start_ms, &capacity.start)
-        && start_ms > now_ms
-    {
-        warnings.push(format!(
-            "layout `{name}` starts on {start}, in {}: it cannot issue ids before then",
-            duration(start_ms - now_ms)
-        ));
-    }
-    warnings
-}
-
 /// The capacity part of the drawing.
 fn write_capacity(capacity: &Capacity, now_ms: u64, out: &mut impl Write) -> anyhow::Result<()> {
     let mut rows: Vec<(&str, String)> = Vec::new();
@@ -163,9 +125,11 @@ fn write_capacity(capacity: &Capacity, now_ms: u64, out: &mut impl Write) -> any
             rows.push(("first time", start.clone()));
             let end = match (&capacity.end, capacity.end_ms) {
                 (Some(end), Some(end_ms)) if end_ms > now_ms => {
-                    format!("{end} (in {})", duration(end_ms - now_ms))
+                    format!("{end} (in {})", Capacity::span(end_ms - now_ms))
                 }
-                (Some(end), Some(end_ms)) => format!("{end} ({} ago)", duration(now_ms - end_ms)),
+                (Some(end), Some(end_ms)) => {
+                    format!("{end} ({} ago)", Capacity::span(now_ms - end_ms))
+                }
                 _ if capacity.wrap_ms.is_some() => "never: the time field wraps around".to_owned(),
                 _ => "beyond the range of 64-bit Unix milliseconds".to_owned(),
             };
@@ -212,24 +176,11 @@ fn tick(tick_ms: u64) -> String {
 
 /// A wrap period: `2^25 s (about 388 days)` when it is a power of two seconds.
 fn wrap_period(wrap_ms: u64) -> String {
-    let about = duration(wrap_ms);
+    let about = Capacity::span(wrap_ms);
     if wrap_ms.is_multiple_of(1000) && (wrap_ms / 1000).is_power_of_two() {
         format!("2^{} s (about {about})", (wrap_ms / 1000).trailing_zeros())
     } else {
         format!("{} (about {about})", tick(wrap_ms))
-    }
-}
-
-/// A rough length of time: days below two years, years (one decimal) above.
-fn duration(ms: u64) -> String {
-    if ms >= 2 * YEAR_MS {
-        format!("{:.1} years", ms as f64 / YEAR_MS as f64)
-    } else if ms >= 2 * DAY_MS {
-        format!("{} days", ms / DAY_MS)
-    } else if ms >= 2 * 3_600_000 {
-        format!("{} hours", ms / 3_600_000)
-    } else {
-        format!("{} s", ms / 1000)
     }
 }
 
@@ -389,6 +340,8 @@ fn stretch(cells: &[Cell], total: usize) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    use idmint_core::Layout;
+
     use super::*;
 
     #[test]

@@ -86,6 +86,7 @@ mod js53;
 mod kind;
 mod lable;
 mod layout;
+mod lifetime;
 mod named;
 mod next;
 mod pack;

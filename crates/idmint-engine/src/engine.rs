@@ -148,6 +148,13 @@ impl Engine {
         if engine.config.clock_step_warn_ms > 0 {
             clock_watch::spawn(wall, engine.config.clock_step_warn_ms, &engine.clock_steps);
         }
+        let now_ms = engine.clocks.wall_ms();
+        for ns in &engine.namespaces {
+            // The rule `idmint explain` warns by: ran out, runs out within 10 years.
+            for warning in ns.layout.capacity().warnings(ns.layout.name(), now_ms) {
+                tracing::warn!(namespace = %ns.name, "{warning}");
+            }
+        }
         for (i, ns) in engine.namespaces.iter().enumerate() {
             if let Err(e) = ns.activate(&engine.backends, &engine.clocks, &engine.config).await {
                 if engine.config.wait_for_claim && namespace::claim_may_succeed_later(&e) {

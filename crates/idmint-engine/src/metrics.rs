@@ -22,6 +22,7 @@ pub(crate) struct NamespaceMetrics {
     pub(crate) clock_backward_ms_total: AtomicU64,
     pub(crate) clock_backward_ms_max: AtomicU64,
     pub(crate) window_exhausted: AtomicU64,
+    pub(crate) layout_exhausted: AtomicU64,
     pub(crate) mark_ms: AtomicU64,
     pub(crate) mark_extensions: AtomicU64,
     pub(crate) mark_failures: AtomicU64,
@@ -54,6 +55,7 @@ impl NamespaceMetrics {
             waited_ms: load(&self.waited_ms),
             clock_backward_events: load(&self.clock_backward_events),
             window_exhausted: load(&self.window_exhausted),
+            layout_exhausted: load(&self.layout_exhausted),
             mark_ms: load(&self.mark_ms),
             mark_extensions: load(&self.mark_extensions),
             mark_failures: load(&self.mark_failures),
@@ -90,6 +92,8 @@ pub struct NamespaceCounters {
     pub clock_backward_events: u64,
     /// Calls refused because the stored high-water mark was used up.
     pub window_exhausted: u64,
+    /// Calls refused because the layout's time field has run out.
+    pub layout_exhausted: u64,
     /// The durably stored high-water mark, in ms since the Unix epoch (0: none yet).
     pub mark_ms: u64,
     /// Successful extensions of the high-water mark.
@@ -145,6 +149,8 @@ pub(crate) struct NamespaceGauges<'a> {
     pub(crate) ready: bool,
     pub(crate) generator_id: Option<u64>,
     pub(crate) ahead_of_wall_ms: u64,
+    /// When the layout's time field runs out (Unix ms), if it does.
+    pub(crate) runs_out_ms: Option<u64>,
     pub(crate) metrics: &'a NamespaceMetrics,
 }
 
@@ -234,6 +240,26 @@ pub(crate) fn render_issuing(out: &mut String, namespaces: &[NamespaceGauges<'_>
         "Requests refused because the stored high-water mark was used up.",
         &|n| load(&n.metrics.window_exhausted),
     );
+    per_ns(
+        out,
+        "idmint_layout_exhausted_total",
+        "counter",
+        "Requests refused because the layout's time field has run out (layout_exhausted).",
+        &|n| load(&n.metrics.layout_exhausted),
+    );
+    // Only namespaces whose layout runs out (a layout that wraps has no end).
+    let name = "idmint_layout_runs_out_timestamp_seconds";
+    family(
+        out,
+        name,
+        "gauge",
+        "When the namespace's layout runs out (its time field's end), as a Unix time in seconds.",
+    );
+    for ns in namespaces {
+        if let Some(end_ms) = ns.runs_out_ms {
+            let _ = writeln!(out, "{name}{{namespace=\"{}\"}} {}", ns.name, Seconds(end_ms));
+        }
+    }
     per_ns_seconds(
         out,
         "idmint_high_water_mark_timestamp_seconds",

@@ -205,6 +205,7 @@ impl Namespace {
             ready: self.is_ready(clocks),
             generator_id: self.generator_id(),
             ahead_of_wall_ms: self.issuer.ahead_of_wall_ms(clocks),
+            runs_out_ms: self.layout.capacity().end_ms,
             metrics: &self.shared.metrics,
         }
     }

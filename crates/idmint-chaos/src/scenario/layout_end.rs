@@ -1,9 +1,10 @@
 //! T14, `layout-end`: a layout near its end. One server issues from a custom 63-bit layout
 //! (40-bit ms, 11-bit generator ID, 12-bit sequence) whose epoch is set so that its time field
 //! runs out 10 s after the scenario starts, under HTTP load. Before the end, `/v1/namespaces`
-//! names the day it runs out (`runs_out`); after it, the server refuses with
-//! `layout_exhausted` (503) and never wraps (the checker's order check would see a wrapped ID
-//! as lower). Then the server is restarted with another layout over the marks it stored: the
+//! names the day it runs out (`runs_out`) and the server logged a warning at start; after it,
+//! the server refuses with `layout_exhausted` (503), counts it in
+//! `idmint_layout_exhausted_total`, and never wraps (the checker's order check would see a
+//! wrapped ID as lower). Then the server is restarted with another layout over the marks it stored: the
 //! start is refused.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -43,6 +44,11 @@ pub(super) fn layout_end(run: &mut Run) -> Result<(), ChaosError> {
     if !namespaces.contains("\"runs_out\"") {
         return Err(ChaosError::Server(format!("/v1/namespaces names no runs_out: {namespaces}")));
     }
+    if !run.nodes[i].log_text().contains("less than 10 years from now") {
+        return Err(ChaosError::Server(
+            "the server did not warn at start that its layout runs out".into(),
+        ));
+    }
     crate::say!("   layout short-lived runs out at {runs_out_ms} ms (in {} s)", LIFETIME.as_secs());
     run.http(i, 2, None);
     let left = Duration::from_millis(runs_out_ms.saturating_sub(unix_ms()));
@@ -58,6 +64,18 @@ pub(super) fn layout_end(run: &mut Run) -> Result<(), ChaosError> {
             )));
         }
     }
+    let metrics = http_get(http, "/metrics").map(|(_, body)| body).unwrap_or_default();
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("idmint_layout_exhausted_total{namespace=\"default\"} "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if counted == 0 {
+        return Err(ChaosError::Server(
+            "no refusal counted in idmint_layout_exhausted_total".into(),
+        ));
+    }
+    crate::say!("   idmint_layout_exhausted_total: {counted}");
     run.hold(Duration::from_secs(1));
 
     // A layout changed for a namespace with stored marks: the start is refused.

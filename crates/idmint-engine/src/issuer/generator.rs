@@ -406,6 +406,10 @@ impl GeneratorIssuer {
                         });
                     }
                 }
+                Err(e @ idmint_core::Error::TimeExhausted { .. }) => {
+                    NamespaceMetrics::add(&self.ns.metrics.layout_exhausted, 1);
+                    return Err(e.into());
+                }
                 Err(e) => return Err(e.into()),
             }
         }

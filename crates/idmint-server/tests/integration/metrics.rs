@@ -188,3 +188,58 @@ fn every_rendered_metric_is_in_the_operations_table() {
         documented.iter().filter(|name| !name.starts_with("idmint_grpc_")).cloned().collect();
     assert!(undocumented(&text, &without_grpc).contains(&"idmint_grpc_streams_open".to_owned()));
 }
+
+/// A layout near its end: a custom layout whose time field runs out a minute from now names
+/// its end in `idmint_layout_runs_out_timestamp_seconds`; once the wall clock passes it, a
+/// request is refused with `layout_exhausted` (503, never a wrapped ID) and counted in
+/// `idmint_layout_exhausted_total`.
+#[test]
+fn a_layout_that_ran_out_refuses_and_is_counted() {
+    use idmint_core::{FieldConfig, FieldRole, LayoutConfig};
+    use idmint_server::NamespaceConfig;
+
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64;
+    let end_ms = now_ms + 60_000;
+    let layout = LayoutConfig {
+        name: "short-lived".into(),
+        bits: 63,
+        epoch: None,
+        epoch_ms: Some(end_ms - (1 << 20)),
+        tick_ms: 1,
+        fields: vec![
+            FieldConfig { name: "timestamp".into(), bits: 20, role: FieldRole::Time },
+            FieldConfig { name: "node".into(), bits: 31, role: FieldRole::Node },
+            FieldConfig { name: "sequence".into(), bits: 12, role: FieldRole::Sequence },
+        ],
+    };
+    let namespace = NamespaceConfig {
+        name: "short".into(),
+        custom_layout: Some(layout),
+        ..NamespaceConfig::default()
+    };
+    let mut config = ServerConfig::default();
+    config.namespaces.push(namespace);
+    let wall = clock(0);
+    let server = TestServer::builder(config)
+        .coordinator(std::sync::Arc::new(idmint_coord::MemoryCoordinator::new()))
+        .wall(wall.clone())
+        .start()
+        .expect("start");
+    assert_eq!(server.get("/v1/namespaces/short/batch?count=5").status, 200);
+    let text = server.metrics();
+    let end = metric_f64(&text, "idmint_layout_runs_out_timestamp_seconds{namespace=\"short\"}");
+    assert_eq!(end, end_ms as f64 / 1000.0, "the end, before it comes");
+
+    wall.set_offset_ms(120_000);
+    let refused = server.get("/v1/namespaces/short/next");
+    let body = String::from_utf8_lossy(&refused.body).into_owned();
+    assert_eq!(refused.status, 503, "{body}");
+    assert!(body.contains("layout_exhausted"), "{body}");
+    let text = server.metrics();
+    let counted = metric_f64(&text, "idmint_layout_exhausted_total{namespace=\"short\"}");
+    assert_eq!(counted, 1.0, "one refusal counted");
+    server.stop().expect("ordered shutdown");
+}
