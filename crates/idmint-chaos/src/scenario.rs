@@ -156,12 +156,19 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     Scenario { name: "grpc-flood", anchor: "T24", control: None, run: grpc_flood },
     Scenario { name: "storage-faults", anchor: "T20", control: None, run: storage_faults },
     Scenario { name: "layout-end", anchor: "T14", control: None, run: layout_end::layout_end },
-    Scenario { name: "pool-churn-etcd", anchor: "T12", control: None, run: pool::pool_churn_etcd },
+    Scenario { name: "pool-rolling-etcd", anchor: "T12", control: None, run: pool::rolling_etcd },
     Scenario {
-        name: "pool-churn-postgres",
+        name: "pool-rolling-postgres",
         anchor: "T12",
         control: None,
-        run: pool::pool_churn_postgres,
+        run: pool::rolling_postgres,
+    },
+    Scenario { name: "pool-kill9-etcd", anchor: "T12", control: None, run: pool::kill9_etcd },
+    Scenario {
+        name: "pool-kill9-postgres",
+        anchor: "T12",
+        control: None,
+        run: pool::kill9_postgres,
     },
     Scenario {
         name: "redis-sentinel",

@@ -1,12 +1,16 @@
-//! T12, `pool-churn-etcd` and `pool-churn-postgres`: generator-ID pool exhaustion and churn.
-//! Five servers share a pool of three generator IDs (`--generator-pool 3 --wait-for-claim`)
-//! on one etcd member, or on one Postgres (`--coordinator postgres`), under HTTP load on
-//! server 0 and an idmint-client over all five. Three claim and serve; the two left over
-//! start as spares: not ready, issuing nothing. Then every server is restarted in turn with
-//! SIGTERM, as a Kubernetes rolling update does, each step waiting until three serve again;
-//! then 100 rapid SIGKILL-and-restart cycles of seeded servers. At the end exactly three
-//! generator IDs are held, each by a live server (`idmint lease list`): no claim leaks, and no
-//! dead process holds one past its lease TTL.
+//! T12, generator-ID pool exhaustion and churn. Five servers share a pool of three generator
+//! IDs (`--generator-pool 3 --wait-for-claim`) on one etcd member, or on one Postgres
+//! (`--coordinator postgres`), under HTTP load on server 0 and an idmint-client over all five.
+//! Three claim and serve; the two left over start as spares: not ready, issuing nothing. Then:
+//!
+//! - `pool-rolling-etcd`, `pool-rolling-postgres`: every server is restarted in turn with
+//!   SIGTERM, as a Kubernetes rolling update does, each step waiting until three serve again;
+//!   the idmint-client must see every call answered;
+//! - `pool-kill9-etcd`, `pool-kill9-postgres`: 100 rapid SIGKILL-and-restart cycles of seeded
+//!   servers.
+//!
+//! At the end exactly three generator IDs are held, each by a live server (`idmint lease
+//! list`): no claim leaks, and no dead process holds one past its lease TTL.
 
 use std::{
     process::Command,
@@ -39,17 +43,36 @@ enum Store {
     Postgres,
 }
 
-/// T12 on one etcd member.
-pub(super) fn pool_churn_etcd(run: &mut Run) -> Result<(), ChaosError> {
-    churn(run, Store::Etcd)
+/// The churn a scenario runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Churn {
+    /// Every server restarted in turn with SIGTERM.
+    Rolling,
+    /// Rapid SIGKILL and restart of seeded servers.
+    Kill9,
 }
 
-/// T12 on one Postgres.
-pub(super) fn pool_churn_postgres(run: &mut Run) -> Result<(), ChaosError> {
-    churn(run, Store::Postgres)
+/// T12, a rolling restart on one etcd member.
+pub(super) fn rolling_etcd(run: &mut Run) -> Result<(), ChaosError> {
+    churn(run, Store::Etcd, Churn::Rolling)
 }
 
-fn churn(run: &mut Run, store: Store) -> Result<(), ChaosError> {
+/// T12, a rolling restart on one Postgres.
+pub(super) fn rolling_postgres(run: &mut Run) -> Result<(), ChaosError> {
+    churn(run, Store::Postgres, Churn::Rolling)
+}
+
+/// T12, SIGKILL cycles on one etcd member.
+pub(super) fn kill9_etcd(run: &mut Run) -> Result<(), ChaosError> {
+    churn(run, Store::Etcd, Churn::Kill9)
+}
+
+/// T12, SIGKILL cycles on one Postgres.
+pub(super) fn kill9_postgres(run: &mut Run) -> Result<(), ChaosError> {
+    churn(run, Store::Postgres, Churn::Kill9)
+}
+
+fn churn(run: &mut Run, store: Store, churn: Churn) -> Result<(), ChaosError> {
     let postgres = match store {
         Store::Etcd => {
             run.etcd(1)?;
@@ -77,23 +100,29 @@ fn churn(run: &mut Run, store: Store) -> Result<(), ChaosError> {
     run.failover(urls, ClientMode::Batch);
     run.hold(Duration::from_secs(2));
 
-    // A rolling restart: SIGTERM (the claim is released), start again, wait for the pool.
-    for i in 0..SERVERS {
-        run.nodes[i].terminate();
-        run.fired("sigterm", format!("{} SIGTERM (rolling restart)", run.nodes[i].name));
-        run.nodes[i].start()?;
-        settle(run, "a rolling restart step")?;
+    match churn {
+        // SIGTERM (the claim is released), start again, wait for the pool.
+        Churn::Rolling => {
+            for i in 0..SERVERS {
+                run.nodes[i].terminate();
+                run.fired("sigterm", format!("{} SIGTERM (rolling restart)", run.nodes[i].name));
+                run.nodes[i].start()?;
+                settle(run, "a rolling restart step")?;
+            }
+            run.hold(Duration::from_secs(1));
+        }
+        // The killed server's claim lapses after its lease TTL.
+        Churn::Kill9 => {
+            for _ in 0..KILL_CYCLES {
+                let i = run.rng.index(SERVERS);
+                run.nodes[i].kill9();
+                run.nodes[i].start()?;
+            }
+            let fired = format!("{KILL_CYCLES} SIGKILL-and-restart cycles of seeded servers");
+            run.fired("kill9", fired);
+            settle(run, "the kill cycles")?;
+        }
     }
-    run.hold(Duration::from_secs(1));
-
-    // Rapid SIGKILL and restart: the killed server's claim lapses after its lease TTL.
-    for _ in 0..KILL_CYCLES {
-        let i = run.rng.index(SERVERS);
-        run.nodes[i].kill9();
-        run.nodes[i].start()?;
-    }
-    run.fired("kill9", format!("{KILL_CYCLES} SIGKILL-and-restart cycles of seeded servers"));
-    settle(run, "the kill cycles")?;
     run.hold(Duration::from_secs(TTL_S + 1));
     holders_are_live(run, postgres.as_ref(), &endpoints)?;
     if postgres.is_some() {
@@ -154,9 +183,13 @@ fn holders_are_live(
         .filter(|e| e["claimed"].as_bool() == Some(true))
         .filter_map(|e| e["holder"].as_str().map(str::to_owned))
         .collect();
-    let live: Vec<String> =
-        run.nodes.iter().filter_map(|n| n.pid()).map(|pid| format!("pid {pid}")).collect();
-    let dead: Vec<&String> = holders.iter().filter(|h| !live.contains(h)).collect();
+    // A holder reads `idmint pid N on HOST, since …`.
+    let live: Vec<u32> = run.nodes.iter().filter_map(|n| n.pid()).collect();
+    let pid_of = |holder: &str| -> Option<u32> {
+        holder.split("pid ").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    };
+    let dead: Vec<&String> =
+        holders.iter().filter(|h| pid_of(h).is_none_or(|pid| !live.contains(&pid))).collect();
     crate::say!(
         "   lease list: {} holders ({}); dead: {}",
         holders.len(),
