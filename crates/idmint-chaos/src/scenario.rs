@@ -596,13 +596,23 @@ impl Run {
 
     /// The stored marks of namespace `default`, from `idmint lease list --json`.
     fn marks(&self) -> Result<Vec<(u64, u64)>, ChaosError> {
-        let mut command = Command::new(&self.lister);
-        command.args(["lease", "list", "--json", "--namespace", "default"]);
-        match (&self.etcd, &self.data_dir) {
-            (Some(etcd), _) => command.args(["--etcd", &etcd.endpoints().join(",")]),
-            (None, Some(dir)) => command.args(["--data-dir", &dir.display().to_string()]),
+        let store = match (&self.etcd, &self.data_dir) {
+            (Some(etcd), _) => ["--etcd".to_owned(), etcd.endpoints().join(",")],
+            (None, Some(dir)) => ["--data-dir".to_owned(), dir.display().to_string()],
             (None, None) => return Ok(Vec::new()),
         };
+        let entries = self.lease_list(&store)?;
+        Ok(entries
+            .iter()
+            .filter_map(|e| Some((e["generator_id"].as_u64()?, e["mark_ms"].as_u64()?)))
+            .collect())
+    }
+
+    /// The entries of namespace `default` that `idmint lease list --json` shows on `store`
+    /// (its flags, e.g. `--etcd URLS`).
+    fn lease_list(&self, store: &[String]) -> Result<Vec<serde_json::Value>, ChaosError> {
+        let mut command = Command::new(&self.lister);
+        command.args(["lease", "list", "--json", "--namespace", "default"]).args(store);
         let output = command
             .env("NO_COLOR", "1")
             .output()
@@ -615,11 +625,7 @@ impl Run {
         }
         let json: serde_json::Value = serde_json::from_slice(&output.stdout)
             .map_err(|e| ChaosError::Server(format!("idmint lease list: {e}")))?;
-        let entries = json["entries"].as_array().cloned().unwrap_or_default();
-        Ok(entries
-            .iter()
-            .filter_map(|e| Some((e["generator_id"].as_u64()?, e["mark_ms"].as_u64()?)))
-            .collect())
+        Ok(json["entries"].as_array().cloned().unwrap_or_default())
     }
 }
 

@@ -48,24 +48,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the engine ([`Engine::start`]): validates `config`, claims a generator ID for
-    /// every namespace, starts each generator strictly above its stored mark, and stores each
-    /// first window. Returns once every namespace is ready; background tasks then keep the
-    /// windows ahead of the clock.
-    ///
-    /// With [`ServerConfig::wait_for_claim`], a namespace whose claim fails in a way that may
-    /// clear up by itself (no generator ID free, the coordinator not answering) does not fail
-    /// the start: the server starts with it not ready, and its background task keeps claiming
-    /// (a spare).
+    /// Starts an [`Engine`] ([`Engine::start`], which says what a start claims and stores,
+    /// and how a spare starts) and wraps it ([`Server::over`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration; [`Error::Coord`] when a claim fails (a
-    /// generator ID held by another server is [`idmint_coord::Error::Conflict`]);
-    /// [`Error::MarkTooFarAhead`] when a stored mark is further ahead of the clock than
-    /// `max_ahead_ms` and `allow_ahead` is off. Claims taken before the failure are released.
-    /// A namespace of another source than `generator` is refused ([`Error::Config`]): those
-    /// need [`Server::start_with`].
+    /// The engine's ([`Engine::start`]), as the [`Error`]s of the same names.
     pub async fn start(
         config: ServerConfig,
         coordinator: Arc<dyn Coordinator>,
@@ -75,40 +63,25 @@ impl Server {
     }
 
     /// [`Server::start`] with the stores of every [`Source`](idmint_engine::Source)
-    /// ([`Engine::start_with`]): each namespace is started from its source's store (a claim
-    /// and a first window for `generator`; an allocator, a DecimalId launch or a first icicle
-    /// ID for the others), in the order configured.
+    /// ([`Engine::start_with`], which says how each namespace starts from its store).
     ///
     /// # Errors
     ///
-    /// As [`Server::start`]; [`Error::Config`] when a namespace's source needs a store that
-    /// `backends` lacks (before anything is claimed); the store's error when a store source
-    /// cannot start (with `wait_for_claim`, a store that does not answer leaves the namespace
-    /// not ready and is retried in the background instead).
+    /// The engine's ([`Engine::start_with`]), as the [`Error`]s of the same names.
     ///
     /// # Example
     ///
     /// ```
     /// use std::sync::Arc;
     ///
-    /// use idmint_coord::{MemoryCoordinator, MemoryStore};
+    /// use idmint_coord::MemoryCoordinator;
     /// use idmint_core::SystemClock;
-    /// use idmint_server::{Backends, NamespaceConfig, Server, ServerConfig};
+    /// use idmint_server::{Backends, Server, ServerConfig};
     ///
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let config = ServerConfig {
-    ///     namespaces: vec![NamespaceConfig { layout: "sequence".into(), ..NamespaceConfig::named("rows") }],
-    ///     ..ServerConfig::default()
-    /// };
-    /// let coordinator = Arc::new(MemoryCoordinator::new());
-    /// // Without a segment store, a `sequence` namespace cannot start.
-    /// let refused = Server::start_with(config.clone(), Backends::new(coordinator.clone()), Arc::new(SystemClock)).await;
-    /// assert!(matches!(refused, Err(idmint_server::Error::Config(_))));
-    ///
-    /// let backends = Backends { segments: Some(Arc::new(MemoryStore::new())), ..Backends::new(coordinator) };
-    /// let server = Server::start_with(config, backends, Arc::new(SystemClock)).await?;
-    /// let ids = server.issue("rows", 2).await?;
-    /// assert!(ids[0] < ids[1]);
+    /// let backends = Backends::new(Arc::new(MemoryCoordinator::new()));
+    /// let server = Server::start_with(ServerConfig::default(), backends, Arc::new(SystemClock)).await?;
+    /// assert_eq!(server.issue("default", 3).await?.len(), 3);
     /// server.stop().await?;
     /// # Ok::<(), idmint_server::Error>(())
     /// # }).unwrap();

@@ -12,10 +12,7 @@
 //! At the end exactly three generator IDs are held, each by a live server (`idmint lease
 //! list`): no claim leaks, and no dead process holds one past its lease TTL.
 
-use std::{
-    process::Command,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use idmint_coord::testing::Postgres;
 
@@ -161,23 +158,11 @@ fn holders_are_live(
     postgres: Option<&Postgres>,
     endpoints: &str,
 ) -> Result<(), ChaosError> {
-    let mut command = Command::new(&run.lister);
-    command.args(["lease", "list", "--json", "--namespace", "default"]);
-    match postgres {
-        None => command.args(["--etcd", endpoints]),
-        Some(pg) => command.args(["--postgres", &pg.url()]),
+    let store = match postgres {
+        None => ["--etcd".to_owned(), endpoints.to_owned()],
+        Some(pg) => ["--postgres".to_owned(), pg.url()],
     };
-    let output =
-        command.env("NO_COLOR", "1").output().map_err(ChaosError::io("run idmint lease list"))?;
-    if !output.status.success() {
-        return Err(ChaosError::Server(format!(
-            "idmint lease list failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )));
-    }
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| ChaosError::Server(format!("idmint lease list: {e}")))?;
-    let entries = json["entries"].as_array().cloned().unwrap_or_default();
+    let entries = run.lease_list(&store)?;
     let holders: Vec<String> = entries
         .iter()
         .filter(|e| e["claimed"].as_bool() == Some(true))
