@@ -5,10 +5,40 @@
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use idmint_core::{AnyId, Layout};
 
 use crate::{Error, Minter, settings::Settings};
+
+/// Wakes the thread that waits in [`BlockingMinter::run`].
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `call` to its end on the calling thread, parked between polls, with `rt` entered: its
+/// worker drives the timers and I/O the call waits on. Unlike `Runtime::block_on`, this does
+/// not panic when the caller is itself inside a runtime (it blocks that thread, as any
+/// blocking call would).
+fn park_on<T>(rt: &Rt, call: impl Future<Output = T>) -> T {
+    let _entered = rt.runtime.enter();
+    let mut call = std::pin::pin!(call);
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(out) = call.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
 
 /// A runtime and the process that started it.
 #[derive(Debug)]
@@ -30,6 +60,10 @@ impl Rt {
 }
 
 /// A [`Minter`] with blocking calls: [`Builder::build_blocking`](crate::Builder::build_blocking).
+/// Its calls block the calling thread (inside an async runtime too: they do not panic there,
+/// but block that thread like any blocking call; use [`Minter`] in async code).
+/// Dropped without [`close`](BlockingMinter::close), its runtime stops and its claims are
+/// freed as after a crash: the next minter on the store starts above every ID it issued.
 ///
 /// # Example
 ///
@@ -46,37 +80,38 @@ impl Rt {
 pub struct BlockingMinter {
     // Dropped first: the minter, then its runtime (which stops the engine's tasks).
     minter: Minter,
-    rt: ArcSwap<Rt>,
+    /// `None` only while dropped.
+    rt: ArcSwapOption<Rt>,
 }
 
 impl BlockingMinter {
     pub(crate) fn start(settings: Settings) -> Result<BlockingMinter, Error> {
         let rt = Rt::new()?;
-        let minter = rt.runtime.block_on(Minter::start(settings))?;
-        Ok(BlockingMinter { minter, rt: ArcSwap::from_pointee(rt) })
+        let minter = park_on(&rt, Minter::start(settings))?;
+        Ok(BlockingMinter { minter, rt: ArcSwapOption::from_pointee(rt) })
     }
 
     /// The runtime of this process: after a fork, a fresh one (the parent's is leaked, never
     /// shut down: its threads are the parent's).
     fn runtime(&self) -> Result<Arc<Rt>, Error> {
-        let rt = self.rt.load_full();
+        let Some(rt) = self.rt.load_full() else { return Err(Error::Closed) };
         if rt.pid == std::process::id() {
             return Ok(rt);
         }
         let fresh = Arc::new(Rt::new()?);
-        let before = self.rt.compare_and_swap(&rt, Arc::clone(&fresh));
-        if Arc::ptr_eq(&before, &rt) {
+        let before = self.rt.compare_and_swap(&Some(Arc::clone(&rt)), Some(Arc::clone(&fresh)));
+        if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &rt)) {
             std::mem::forget(rt);
             Ok(fresh)
         } else {
             // Another thread of the child was first: use its runtime.
             std::mem::forget(fresh);
-            Ok(self.rt.load_full())
+            self.rt.load_full().ok_or(Error::Closed)
         }
     }
 
     fn run<T>(&self, call: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
-        self.runtime()?.runtime.block_on(call)
+        park_on(&*self.runtime()?, call)
     }
 
     /// [`Minter::next`].
@@ -230,12 +265,21 @@ impl BlockingMinter {
 }
 
 impl Drop for BlockingMinter {
-    /// In a forked child whose runtime is still its parent's, that runtime is leaked: shutting
-    /// it down would wait for threads that exist only in the parent.
+    /// Stops the runtime, which ends the engine's tasks and so frees its claims (as a crash
+    /// would: every window was stored before an ID in it was issued); inside an async runtime,
+    /// where waiting is not allowed, in the background. In a forked child whose runtime is
+    /// still its parent's, that runtime is leaked: shutting it down would wait for threads
+    /// that exist only in the parent.
     fn drop(&mut self) {
-        let rt = self.rt.load_full();
+        let Some(rt) = self.rt.swap(None) else { return };
         if rt.pid != std::process::id() {
             std::mem::forget(rt);
+            return;
+        }
+        if let Ok(rt) = Arc::try_unwrap(rt)
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            rt.runtime.shutdown_background();
         }
     }
 }

@@ -382,12 +382,23 @@ impl Minter {
 
 impl Drop for Minter {
     /// In a forked child, the parent's engine is leaked: dropping it here could release or
-    /// persist the parent's claim. Otherwise the engine's claims go when its tasks stop (its
-    /// runtime's end, or the process's); its marks are already stored.
+    /// persist the parent's claim. Otherwise, when dropped inside a runtime without
+    /// [`close`](Minter::close), the close is spawned on that runtime (best effort); either
+    /// way the claims go at the latest when the engine's tasks stop (the runtime's end, or the
+    /// process's), and every window was stored before an ID in it was issued.
     fn drop(&mut self) {
         let running = self.current.load_full();
         if running.pid != std::process::id() {
             std::mem::forget(running);
+            return;
+        }
+        if !self.closed.swap(true, Ordering::AcqRel)
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let engine = Arc::clone(&running.engine);
+            handle.spawn(async move {
+                let _ = engine.shutdown().await;
+            });
         }
     }
 }

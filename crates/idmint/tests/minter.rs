@@ -246,3 +246,22 @@ async fn on_fork_refuse_changes_nothing_in_the_process_that_built_it() {
     assert!(minter.next().await.is_ok());
     minter.close().await.expect("close");
 }
+
+/// The blocking handle inside an async runtime (a misuse: it blocks that thread) issues
+/// rather than panicking as tokio's `block_on` would, and dropping it there does not panic
+/// either. Both handles are `Send + Sync`.
+#[tokio::test]
+async fn the_blocking_handle_inside_a_runtime_does_not_panic() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Minter>();
+    send_sync::<idmint::BlockingMinter>();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let minter = Minter::builder().data_dir(tmp.path()).build_blocking().expect("build");
+    let first = minter.next().expect("inside a runtime");
+    assert!(minter.batch(5_000).expect("a batch")[0] > first);
+    drop(minter);
+    // Its claim is freed (or closed in the background): a new minter issues above.
+    let again = Minter::builder().data_dir(tmp.path()).build().await.expect("build again");
+    again.next().await.expect("next");
+    again.close().await.expect("close");
+}
