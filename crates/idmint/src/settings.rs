@@ -15,6 +15,12 @@ use serde::Deserialize;
 use crate::{Error, Minter, blocking::BlockingMinter};
 
 /// The data directory when none is given: `idmint serve`'s.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(idmint::DEFAULT_DATA_DIR, "idmint-data");
+/// ```
 pub const DEFAULT_DATA_DIR: &str = "idmint-data";
 
 /// The lease of a Postgres claim when none is given, in seconds: `idmint serve`'s.
