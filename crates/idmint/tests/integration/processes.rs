@@ -65,7 +65,7 @@ fn spawn(dir: &Path, out: &Path, count: &str) -> Child {
 fn command(dir: &Path, out: &Path, count: &str) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
     command
-        .args(["--exact", "child", "--test-threads=1", "--quiet"])
+        .args(["--exact", "processes::child", "--test-threads=1", "--quiet"])
         .env(OUT, out)
         .env(DIR, dir)
         .env(COUNT, count)
