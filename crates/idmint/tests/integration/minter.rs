@@ -152,7 +152,8 @@ async fn the_configuration_file_of_idmint_serve_builds_a_minter() {
 }
 
 /// `next`, `next_as` (typed IDs and `u64`), `batch` and `next_in` issue increasing, unique
-/// IDs; the layout decodes them; after `close`, every call is `Closed`.
+/// IDs; the layout decodes them, TypeID text round-trips them; after `close`, every call is
+/// `Closed`.
 #[tokio::test]
 async fn the_async_minter_issues_typed_ids() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -176,6 +177,11 @@ async fn the_async_minter_issues_typed_ids() {
     let events = minter.batch_in("events", 100).await.expect("uuid7 batch");
     assert!(events.iter().all(|id| Uuid7::try_from(*id).is_ok()));
     assert!(events.windows(2).all(|w| w[0] < w[1]));
+    // The TypeID form, through the re-exports alone.
+    let prefix = idmint::TypePrefix::new("event").expect("a prefix");
+    let text = idmint::typeid_text(&prefix, u128::from(events[0]));
+    assert!(text.starts_with("event_"), "{text}");
+    assert_eq!(idmint::parse_typeid(&text).expect("parses").1, u128::from(events[0]));
     assert_eq!(minter.generator_id("default").expect("known"), Some(0));
     minter.close().await.expect("close");
     assert!(matches!(minter.next().await, Err(Error::Closed)));
