@@ -888,14 +888,17 @@ fn http_and_grpc_dependencies(manifest: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// idmint-engine's `[dependencies]` name no HTTP or gRPC crate: the engine issues, and only
-/// idmint-server serves.
+/// The `[dependencies]` of idmint-engine and of idmint (the embedded minter over it) name no
+/// HTTP or gRPC crate: the engine issues, and only idmint-server serves.
 #[test]
 fn the_engine_depends_on_no_http_or_grpc_crate() {
     let manifests = manifests();
-    let engine = manifests.get("idmint-engine").expect("crates/idmint-engine/Cargo.toml");
-    let found = http_and_grpc_dependencies(engine);
-    assert!(found.is_empty(), "idmint-engine depends on HTTP or gRPC crates: {found:?}");
+    for name in ["idmint-engine", "idmint"] {
+        let manifest = manifests.get(name).expect("the crate's Cargo.toml");
+        let found = http_and_grpc_dependencies(manifest);
+        assert!(found.is_empty(), "{name} depends on HTTP or gRPC crates: {found:?}");
+    }
+    let engine = &manifests["idmint-engine"];
     // Negative controls: the server's manifest names them, and one added to the engine's
     // `[dependencies]` (not its dev-dependencies) is found.
     let server = http_and_grpc_dependencies(&manifests["idmint-server"]);

@@ -1,0 +1,597 @@
+//! What a [`Minter`](crate::Minter) is built from: the [`Builder`], or the configuration
+//! file of `idmint serve --config`; and how those settings become a coordinator (the file
+//! coordinator on the data directory, or Postgres remembered in it).
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use idmint_coord::{Coordinator, FileCoordinator};
+use idmint_engine::{NamespaceConfig, ServerConfig};
+use serde::Deserialize;
+
+use crate::{Error, Minter, blocking::BlockingMinter};
+
+/// The data directory when none is given: `idmint serve`'s.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(idmint::DEFAULT_DATA_DIR, "idmint-data");
+/// ```
+pub const DEFAULT_DATA_DIR: &str = "idmint-data";
+
+/// The lease of a Postgres claim when none is given, in seconds: `idmint serve`'s.
+const DEFAULT_LEASE_TTL_S: u32 = 10;
+
+/// What a minter in a forked child does ([`Builder::on_fork`]).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(idmint::OnFork::default(), idmint::OnFork::Claim);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnFork {
+    /// The child claims a generator ID of its own on the same settings, at its first call;
+    /// its parent's claim and window are never used, stored or released in the child.
+    #[default]
+    Claim,
+    /// Every call in the child is [`Error::Forked`].
+    Refuse,
+}
+
+/// Where claims and marks live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Store {
+    /// `flock`ed files in the data directory.
+    File,
+    /// Postgres, remembered in the data directory (as `idmint serve --coordinator postgres`).
+    Postgres {
+        /// The connection string.
+        url: String,
+        /// The lease of each claim.
+        lease_ttl: Duration,
+    },
+}
+
+/// Everything a minter needs to start (again, in a forked child).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) data_dir: PathBuf,
+    pub(crate) store: Store,
+    pub(crate) config: ServerConfig,
+    pub(crate) on_fork: OnFork,
+}
+
+/// Builds a [`Minter`]: [`Minter::builder`].
+///
+/// Without a namespace, the minter has one, `default`, of Snowflake IDs. Each
+/// [`namespace`](Builder::namespace) adds one; [`layout`](Builder::layout) sets the layout of
+/// the last one added (or of `default`). The first namespace is what [`Minter::next`] uses.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let minter = idmint::Minter::builder()
+///     .data_dir(dir.path())
+///     .namespace("orders")
+///     .layout("sonyflake")
+///     .window_ms(2_000)
+///     .build()
+///     .await?;
+/// assert!(minter.next_in("orders").await?.bits() == 64);
+/// minter.close().await?;
+/// # Ok::<(), idmint::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Builder {
+    data_dir: Option<PathBuf>,
+    postgres: Option<String>,
+    lease_ttl: Option<Duration>,
+    config: ServerConfig,
+    on_fork: OnFork,
+}
+
+impl Builder {
+    pub(crate) fn new() -> Builder {
+        Builder {
+            data_dir: None,
+            postgres: None,
+            lease_ttl: None,
+            config: ServerConfig::default(),
+            on_fork: OnFork::default(),
+        }
+    }
+
+    /// The data directory: claims and marks of the embedded store, or the memory of a
+    /// Postgres fleet. Default `idmint-data`. Several processes may share one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().data_dir("/var/lib/myapp/idmint");
+    /// # let _ = builder;
+    /// ```
+    pub fn data_dir(mut self, dir: impl AsRef<Path>) -> Builder {
+        self.data_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Adds a namespace (Snowflake IDs unless [`layout`](Builder::layout) follows).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().namespace("orders").namespace("users");
+    /// # let _ = builder;
+    /// ```
+    pub fn namespace(mut self, name: &str) -> Builder {
+        self.config.namespaces.push(NamespaceConfig::named(name));
+        self
+    }
+
+    /// The layout of the last namespace added (or of `default`): a built-in name such as
+    /// `snowflake`, `sonyflake` or `uuid7` (`idmint layouts` lists them).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().layout("uuid7");
+    /// # let _ = builder;
+    /// ```
+    pub fn layout(mut self, layout: &str) -> Builder {
+        if self.config.namespaces.is_empty() {
+            self.config.namespaces.push(NamespaceConfig::default());
+        }
+        if let Some(ns) = self.config.namespaces.last_mut() {
+            layout.clone_into(&mut ns.layout);
+            ns.custom_layout = None;
+        }
+        self
+    }
+
+    /// How far ahead of the clock each stored high-water mark goes, in ms (default 3,000).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().window_ms(1_000);
+    /// # let _ = builder;
+    /// ```
+    pub fn window_ms(mut self, window_ms: u64) -> Builder {
+        self.config.window_ms = window_ms;
+        self
+    }
+
+    /// The lease of each claim with [`postgres`](Builder::postgres) (default 10 s; 1 s to a
+    /// day). The window must fit in it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().lease_ttl(std::time::Duration::from_secs(30));
+    /// # let _ = builder;
+    /// ```
+    pub fn lease_ttl(mut self, ttl: Duration) -> Builder {
+        self.lease_ttl = Some(ttl);
+        self
+    }
+
+    /// Claims and marks in Postgres instead of the data directory (a fleet on the database
+    /// you already run); the data directory then remembers the fleet's store.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().postgres("postgresql://idmint@db/idmint");
+    /// # let _ = builder;
+    /// ```
+    pub fn postgres(mut self, url: &str) -> Builder {
+        self.postgres = Some(url.to_owned());
+        self
+    }
+
+    /// Every engine setting at once (namespaces, window, batch limit, ...), as the `[server]`
+    /// table of the configuration file; later builder calls change it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let config = idmint::ServerConfig { max_batch: 1_000, ..idmint::ServerConfig::default() };
+    /// let builder = idmint::Minter::builder().config(config);
+    /// # let _ = builder;
+    /// ```
+    pub fn config(mut self, config: ServerConfig) -> Builder {
+        self.config = config;
+        self
+    }
+
+    /// What the minter does in a forked child (default [`OnFork::Claim`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().on_fork(idmint::OnFork::Refuse);
+    /// # let _ = builder;
+    /// ```
+    pub fn on_fork(mut self, on_fork: OnFork) -> Builder {
+        self.on_fork = on_fork;
+        self
+    }
+
+    /// Checks the settings, claims a generator ID for every namespace and stores each first
+    /// window.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`], [`Error::BadUrl`], [`Error::Unreachable`],
+    /// [`Error::DataDirNotWritable`], [`Error::DataDirOwned`], or the engine's refusal.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let minter = idmint::Minter::builder().data_dir(dir.path()).build().await?;
+    /// minter.close().await?;
+    /// # Ok::<(), idmint::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn build(self) -> Result<Minter, Error> {
+        Minter::start(self.settings()?).await
+    }
+
+    /// [`build`](Builder::build), for code without a runtime: a [`BlockingMinter`] that owns
+    /// a small one.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Builder::build), and [`Error::Runtime`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let minter = idmint::Minter::builder().data_dir(dir.path()).build_blocking()?;
+    /// assert!(minter.next()? < minter.next()?);
+    /// minter.close()?;
+    /// # Ok::<(), idmint::Error>(())
+    /// ```
+    pub fn build_blocking(self) -> Result<BlockingMinter, Error> {
+        BlockingMinter::start(self.settings()?)
+    }
+
+    fn settings(self) -> Result<Settings, Error> {
+        let store = match self.postgres {
+            Some(url) => {
+                let lease_ttl =
+                    self.lease_ttl.unwrap_or(Duration::from_secs(DEFAULT_LEASE_TTL_S.into()));
+                if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&lease_ttl) {
+                    return Err(Error::Config(format!(
+                        "the lease TTL must be 1 s to a day, not {lease_ttl:?}"
+                    )));
+                }
+                let window = Duration::from_millis(self.config.window_ms);
+                if window > lease_ttl {
+                    return Err(Error::Config(format!(
+                        "the window ({} ms) is longer than the lease TTL ({lease_ttl:?}), so each \
+                         takeover could start further ahead of the clock than the last; shorten \
+                         the window or lengthen the lease",
+                        self.config.window_ms
+                    )));
+                }
+                Store::Postgres { url, lease_ttl }
+            }
+            None => Store::File,
+        };
+        let mut config = self.config;
+        if config.namespaces.is_empty() {
+            config.namespaces.push(NamespaceConfig::default());
+        }
+        Ok(Settings {
+            data_dir: self.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
+            store,
+            config,
+            on_fork: self.on_fork,
+        })
+    }
+
+    /// A builder from the configuration file of `idmint serve --config` (the settings a
+    /// minter uses: `data_dir`, `coordinator`, `postgres`, `lease_ttl` and `[server]`; those
+    /// of serving, such as `listen`, are read and ignored).
+    pub(crate) fn from_config_text(text: &str) -> Result<Builder, String> {
+        Builder::from_file(toml::from_str(text).map_err(|e| e.message().to_owned())?)
+    }
+
+    /// A builder from `IDMINT_*` variables as `idmint serve` reads them, over the file that
+    /// `IDMINT_CONFIG` names (if set): `IDMINT_DATA_DIR`, `IDMINT_COORDINATOR`,
+    /// `IDMINT_POSTGRES`, `IDMINT_LEASE_TTL` (s), `IDMINT_WINDOW_MS`, `IDMINT_MAX_BATCH` and
+    /// `IDMINT_LAYOUT` (the first namespace's). `var` looks a variable up.
+    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Builder, Error> {
+        let mut file = match var("IDMINT_CONFIG").filter(|p| !p.is_empty()) {
+            Some(path) => {
+                let failed = |reason: String| Error::ConfigFile { path: path.clone(), reason };
+                let text = std::fs::read_to_string(&path).map_err(|e| failed(e.to_string()))?;
+                toml::from_str(&text).map_err(|e| failed(e.message().to_owned()))?
+            }
+            None => FileConfig::default(),
+        };
+        let number = |name: &str| -> Result<Option<u64>, Error> {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| Error::Config(format!("{name}={v} is not a whole number")))
+                })
+                .transpose()
+        };
+        if let Some(dir) = var("IDMINT_DATA_DIR") {
+            file.data_dir = Some(dir.into());
+        }
+        if let Some(coordinator) = var("IDMINT_COORDINATOR") {
+            file.coordinator = Some(coordinator);
+        }
+        if let Some(url) = var("IDMINT_POSTGRES") {
+            file.postgres = Some(url);
+        }
+        if let Some(etcd) = var("IDMINT_ETCD") {
+            file.etcd = Some(etcd.split(',').map(str::to_owned).collect());
+        }
+        if let Some(ttl) = number("IDMINT_LEASE_TTL")? {
+            let ttl = u32::try_from(ttl)
+                .map_err(|_| Error::Config(format!("IDMINT_LEASE_TTL={ttl} is too large")))?;
+            file.lease_ttl = Some(ttl);
+        }
+        let mut builder = Builder::from_file(file).map_err(Error::Config)?;
+        if let Some(window_ms) = number("IDMINT_WINDOW_MS")? {
+            builder = builder.window_ms(window_ms);
+        }
+        if let Some(max_batch) = number("IDMINT_MAX_BATCH")? {
+            builder.config.max_batch = max_batch;
+        }
+        if let Some(layout) = var("IDMINT_LAYOUT") {
+            if builder.config.namespaces.is_empty() {
+                builder.config.namespaces.push(NamespaceConfig::default());
+            }
+            if let Some(first) = builder.config.namespaces.first_mut() {
+                first.layout = layout;
+                first.custom_layout = None;
+            }
+        }
+        Ok(builder)
+    }
+
+    fn from_file(file: FileConfig) -> Result<Builder, String> {
+        if file.etcd.as_ref().is_some_and(|e| !e.is_empty())
+            || file.coordinator.as_deref() == Some("etcd")
+        {
+            return Err("etcd is not supported by the embedded minter; use `postgres` or the \
+                        data directory"
+                .to_owned());
+        }
+        if file.redis.as_ref().is_some_and(|r| !r.is_empty()) || file.redis_sentinel.is_some() {
+            return Err("Redis (source `redis`) is not supported by the embedded minter".to_owned());
+        }
+        let mut builder = Builder::new();
+        if let Some(server) = file.server {
+            builder.config = server;
+        }
+        if let Some(dir) = file.data_dir {
+            builder.data_dir = Some(dir);
+        }
+        builder.lease_ttl = file.lease_ttl.map(|s| Duration::from_secs(s.into()));
+        let postgres = file.postgres.filter(|p| !p.is_empty());
+        match file.coordinator.as_deref() {
+            Some("postgres") => {
+                let url = postgres.ok_or("`coordinator = \"postgres\"` needs `postgres = URL`")?;
+                builder.postgres = Some(url);
+            }
+            // As with `idmint serve`, `postgres` alone holds segments and counters, which the
+            // embedded minter does not use: claims stay in the data directory.
+            Some("file") | None => {}
+            Some(other) => return Err(format!("unknown coordinator `{other}`")),
+        }
+        Ok(builder)
+    }
+}
+
+/// The configuration file of `idmint serve --config`: every key it knows, so that the same
+/// file serves both; the minter uses those of issuing.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "keys of serving, read so that the same file is accepted")]
+struct FileConfig {
+    listen: Option<toml::Value>,
+    grpc_listen: Option<toml::Value>,
+    data_dir: Option<PathBuf>,
+    log: Option<toml::Value>,
+    log_format: Option<toml::Value>,
+    postgres: Option<String>,
+    postgres_promotion_margin: Option<toml::Value>,
+    postgres_promotion_counter_margin: Option<toml::Value>,
+    postgres_promotion_mark_margin_ms: Option<toml::Value>,
+    redis: Option<Vec<String>>,
+    redis_sentinel: Option<toml::Value>,
+    counters: Option<toml::Value>,
+    coordinator: Option<String>,
+    generator_id_from_hostname: Option<toml::Value>,
+    etcd: Option<Vec<String>>,
+    etcd_prefix: Option<toml::Value>,
+    lease_ttl: Option<u32>,
+    etcd_scheme: Option<toml::Value>,
+    etcd_lable_prefix: Option<toml::Value>,
+    server: Option<ServerConfig>,
+}
+
+impl Settings {
+    /// Checks the data directory (created if missing, writable, this user's) and opens the
+    /// coordinator on it.
+    pub(crate) async fn coordinator(&self) -> Result<Arc<dyn Coordinator>, Error> {
+        check_data_dir(&self.data_dir)?;
+        match &self.store {
+            Store::File => {
+                Ok(Arc::new(FileCoordinator::open(&self.data_dir).map_err(|e| match e {
+                    idmint_coord::Error::Io { .. } => Error::not_writable(&self.data_dir, e),
+                    e => Error::from(e),
+                })?))
+            }
+            Store::Postgres { url, lease_ttl } => postgres(&self.data_dir, url, *lease_ttl).await,
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(
+    data_dir: &Path,
+    url: &str,
+    lease_ttl: Duration,
+) -> Result<Arc<dyn Coordinator>, Error> {
+    use idmint_coord::{FLEET_DIR, PostgresCoordinator, PostgresLeaseOptions, Remembered};
+
+    let lease = PostgresLeaseOptions {
+        ttl: lease_ttl,
+        margin: if lease_ttl >= Duration::from_secs(2) {
+            Duration::from_secs(1)
+        } else {
+            lease_ttl / 2
+        },
+    };
+    let shared = PostgresCoordinator::connect(url, idmint_coord::PostgresOptions::default(), lease)
+        .await
+        .map_err(|e| match Error::from(e) {
+            Error::BadUrl { reason, .. } => Error::BadUrl { url: url.to_owned(), reason },
+            e => e,
+        })?;
+    let remembered = Remembered::open(data_dir.join(FLEET_DIR), Arc::new(shared))?;
+    Ok(Arc::new(remembered))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_: &Path, url: &str, _: Duration) -> Result<Arc<dyn Coordinator>, Error> {
+    Err(Error::BadUrl {
+        url: url.to_owned(),
+        reason: "this build of idmint has no Postgres support; enable its `postgres` feature"
+            .to_owned(),
+    })
+}
+
+/// The data directory, created if missing; refused when another user owns it or it cannot
+/// be written (a probe file is created and removed).
+fn check_data_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+
+    std::fs::create_dir_all(dir).map_err(|e| Error::not_writable(dir, e))?;
+    let owner = std::fs::metadata(dir).map_err(|e| Error::not_writable(dir, e))?.uid();
+    // `/proc/self` belongs to the process's effective user.
+    if let Ok(me) = std::fs::metadata("/proc/self").map(|m| m.uid())
+        && owner != me
+    {
+        return Err(Error::DataDirOwned { path: dir.display().to_string(), owner, me });
+    }
+    let probe = dir.join(format!(".idmint-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| Error::not_writable(dir, e))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::{Builder, Store};
+
+    /// What a case expects of `IDMINT_*` variables: the settings (data directory, store,
+    /// window, layout of the first namespace) or an error that says these words.
+    struct Case {
+        vars: &'static [(&'static str, &'static str)],
+        expect: Result<(&'static str, Option<&'static str>, u64, &'static str), &'static str>,
+    }
+
+    fn check(case: &Case) {
+        let vars: HashMap<&str, &str> = case.vars.iter().copied().collect();
+        let got = Builder::from_vars(|name| vars.get(name).map(|v| (*v).to_owned()))
+            .and_then(Builder::settings);
+        match (&case.expect, got) {
+            (Ok((dir, postgres, window_ms, layout)), Ok(settings)) => {
+                assert_eq!(settings.data_dir.to_str(), Some(*dir), "{:?}", case.vars);
+                let url = match &settings.store {
+                    Store::File => None,
+                    Store::Postgres { url, .. } => Some(url.as_str()),
+                };
+                assert_eq!(url, *postgres, "{:?}", case.vars);
+                assert_eq!(settings.config.window_ms, *window_ms, "{:?}", case.vars);
+                assert_eq!(settings.config.namespaces[0].layout, *layout, "{:?}", case.vars);
+            }
+            (Err(says), Err(e)) => {
+                assert!(e.to_string().contains(says), "{:?}: `{e}` lacks `{says}`", case.vars);
+            }
+            (expect, got) => panic!("{:?}: expected {expect:?}, got {got:?}", case.vars),
+        }
+    }
+
+    /// `IDMINT_*` variables mean to a minter what they mean to `idmint serve`.
+    #[test]
+    fn idmint_variables_are_read_as_idmint_serve_reads_them() {
+        let cases = [
+            Case { vars: &[], expect: Ok(("idmint-data", None, 3_000, "snowflake")) },
+            Case {
+                vars: &[
+                    ("IDMINT_DATA_DIR", "/d"),
+                    ("IDMINT_WINDOW_MS", "2000"),
+                    ("IDMINT_LAYOUT", "uuid7"),
+                ],
+                expect: Ok(("/d", None, 2_000, "uuid7")),
+            },
+            Case {
+                vars: &[
+                    ("IDMINT_COORDINATOR", "postgres"),
+                    ("IDMINT_POSTGRES", "postgresql://h/db"),
+                ],
+                expect: Ok(("idmint-data", Some("postgresql://h/db"), 3_000, "snowflake")),
+            },
+            // `postgres` alone holds segments and counters in `idmint serve`: claims stay put.
+            Case {
+                vars: &[("IDMINT_POSTGRES", "postgresql://h/db")],
+                expect: Ok(("idmint-data", None, 3_000, "snowflake")),
+            },
+            Case {
+                vars: &[("IDMINT_COORDINATOR", "postgres")],
+                expect: Err("needs `postgres = URL`"),
+            },
+            Case {
+                vars: &[("IDMINT_WINDOW_MS", "soon")],
+                expect: Err("IDMINT_WINDOW_MS=soon is not a whole number"),
+            },
+            Case {
+                vars: &[("IDMINT_ETCD", "http://e:2379")],
+                expect: Err("etcd is not supported"),
+            },
+            Case {
+                vars: &[("IDMINT_COORDINATOR", "zookeeper")],
+                expect: Err("unknown coordinator `zookeeper`"),
+            },
+            Case {
+                vars: &[("IDMINT_CONFIG", "/nonexistent/idmint.toml")],
+                expect: Err("/nonexistent/idmint.toml"),
+            },
+            Case {
+                vars: &[
+                    ("IDMINT_COORDINATOR", "postgres"),
+                    ("IDMINT_POSTGRES", "postgresql://h/db"),
+                    ("IDMINT_LEASE_TTL", "2"),
+                ],
+                expect: Err("longer than the lease TTL"),
+            },
+        ];
+        for case in &cases {
+            check(case);
+        }
+    }
+}
