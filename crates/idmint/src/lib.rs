@@ -24,10 +24,28 @@
 //! default). Namespaces whose IDs come from a store (segments, counters, Redis) and etcd are
 //! not embedded: use `idmint serve` for those.
 //!
+//! An application that takes its IDs from a fleet of `idmint serve` instead uses the same
+//! crate: feature `client` re-exports idmint-client as [`client`] (failover between servers,
+//! safe retries, a prefetch buffer).
+//!
 //! Everything a user needs is re-exported: the typed IDs ([`Snowflake`], [`Uuid7`], ...),
 //! [`AnyId`], [`Layout`] (decode with [`Layout::decode`]), the text forms ([`IdText`],
 //! [`IdForm`], [`parse_typeid`], [`typeid_text`]) and the engine's settings
 //! ([`ServerConfig`], [`NamespaceConfig`]).
+
+/// The client of a fleet of `idmint serve` (the `idmint-client` crate), with feature `client`.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// // Nothing is sent until IDs are asked for (`client.next().await`).
+/// let client = idmint::client::Client::builder().endpoint("http://127.0.0.1:8080").build();
+/// assert!(client.is_ok());
+/// # });
+/// ```
+#[cfg(feature = "client")]
+pub use idmint_client as client;
 
 mod blocking;
 mod error;
