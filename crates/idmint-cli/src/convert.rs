@@ -10,7 +10,7 @@ use idmint_core::{
 };
 use serde::Serialize;
 
-use crate::decode::each_id;
+use crate::decode::{each_id, shorten};
 
 /// The arguments of `idmint convert`.
 #[derive(Debug, clap::Args)]
@@ -210,14 +210,6 @@ impl Forms {
             ("decimal", self.decimal),
             ("hex", self.hex),
         ]
-    }
-}
-
-/// The text of a refused ID as an error message shows it: at most 40 characters.
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(40) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_owned(),
     }
 }
 

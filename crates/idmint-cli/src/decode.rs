@@ -283,7 +283,7 @@ fn write_table(
 }
 
 /// The text of a refused ID as an error message shows it: at most 40 characters.
-fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     match text.char_indices().nth(40) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),
