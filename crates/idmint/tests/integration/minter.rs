@@ -271,3 +271,52 @@ async fn the_blocking_handle_inside_a_runtime_does_not_panic() {
     again.next().await.expect("next");
     again.close().await.expect("close");
 }
+
+/// A wall clock the test sets: time is an input.
+struct SetClock(std::sync::atomic::AtomicU64);
+
+impl idmint::Clock for SetClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A wall clock that stands still, then steps back a second, never stalls single calls and
+/// never repeats: past a millisecond's 4,096 IDs, logical time follows the monotonic clock,
+/// and a step back is absorbed. Both handles, 3 ticks' worth of IDs each way. End to end: the
+/// rule itself (the hot path reads only the wall clock, a call that waits reads both) is
+/// `Anchor`'s property test in idmint-core, which fails without it.
+#[tokio::test]
+async fn a_wall_clock_standing_still_or_stepping_back_never_stalls_or_repeats() {
+    use std::sync::{Arc, atomic::Ordering::Relaxed};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(SetClock(std::sync::atomic::AtomicU64::new(1_800_000_000_000)));
+    let minter =
+        Minter::builder().data_dir(tmp.path().join("async")).clock(clock.clone()).build().await;
+    let minter = minter.expect("build");
+    let mut ids = Vec::new();
+    for step in [0, 1_000] {
+        clock.0.fetch_sub(step, Relaxed);
+        for _ in 0..3 * 4_096 {
+            ids.push(minter.next_as::<u64>().await.expect("never stalls"));
+        }
+    }
+    minter.close().await.expect("close");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing, so unique");
+
+    let blocking = Minter::builder()
+        .data_dir(tmp.path().join("blocking"))
+        .clock(clock.clone())
+        .build_blocking()
+        .expect("build");
+    let mut ids = Vec::new();
+    for step in [0, 1_000] {
+        clock.0.fetch_sub(step, Relaxed);
+        for _ in 0..3 * 4_096 {
+            ids.push(blocking.next_as::<u64>().expect("never stalls"));
+        }
+    }
+    blocking.close().expect("close");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing, so unique");
+}
