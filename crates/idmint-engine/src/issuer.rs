@@ -8,6 +8,7 @@ pub(crate) mod generator;
 pub(crate) mod redis;
 pub(crate) mod segment;
 pub(crate) mod store;
+pub(crate) mod turns;
 
 use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Backends, Error, ServerConfig,
     clock::Clocks,
-    issuer::{Backoff, BoxFuture, IdSink, Issuer, Quick, Shared},
+    issuer::{Backoff, BoxFuture, IdSink, Issuer, Quick, Shared, turns::Turns},
     metrics::NamespaceMetrics,
 };
 
@@ -112,6 +112,8 @@ pub(crate) struct GeneratorIssuer {
     lanes: Box<[Lane]>,
     /// Turns calls over the lanes.
     next_lane: AtomicUsize,
+    /// The calls that wait, first come, first served.
+    turns: Turns,
 }
 
 impl GeneratorIssuer {
@@ -121,6 +123,7 @@ impl GeneratorIssuer {
             lanes: (0..count).map(|_| Lane::default()).collect(),
             ns,
             next_lane: AtomicUsize::new(0),
+            turns: Turns::default(),
         }
     }
 
@@ -363,6 +366,13 @@ impl GeneratorIssuer {
         let lanes = self.lanes.len();
         let mut index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let mut untried = lanes - 1;
+        // While calls wait, one that arrives queues behind them (`turns.rs`); a call takes
+        // its turn at the latest when it has to wait itself, and keeps it until it is done.
+        let busy = |wait_ms| Error::Busy { namespace: self.ns.name.clone(), wait_ms };
+        let mut turn = None;
+        if self.turns.queued() {
+            turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
+        }
         while issued(ids) < count {
             let lane = &self.lanes[index];
             // Another lane may serve a call that has no ID yet.
@@ -397,14 +407,23 @@ impl GeneratorIssuer {
                         (untried, index) = (untried - 1, next);
                         continue;
                     }
+                    if turn.is_none() {
+                        // Behind the calls that waited first; then look again.
+                        turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
+                        continue;
+                    }
                     NamespaceMetrics::add(&self.ns.metrics.sequence_exhaustions, 1);
                     let wait = until_ms.saturating_sub(now).max(1);
                     if let Err(wait_ms) = clocks.wait_ticks(wait, deadline).await {
-                        return Err(Error::Busy { namespace: self.ns.name.clone(), wait_ms });
+                        return Err(busy(wait_ms));
                     }
                     NamespaceMetrics::add(&self.ns.metrics.waited_ms, wait);
                 }
                 Err(idmint_core::Error::WindowExhausted { .. }) => {
+                    if turn.is_none() {
+                        turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
+                        continue;
+                    }
                     // The stored mark is used up: ask for an extension and wait for it, but
                     // never issue past the mark.
                     NamespaceMetrics::add(&self.ns.metrics.window_exhausted, 1);
@@ -518,6 +537,10 @@ impl Issuer for GeneratorIssuer {
     }
 
     fn try_issue_one(&self, clocks: &Clocks) -> Quick {
+        if self.turns.queued() {
+            // Calls wait for IDs: this one queues behind them.
+            return Quick::Slow;
+        }
         let lanes = self.lanes.len();
         let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let active = self.lanes[index].active.load();

@@ -8,6 +8,7 @@
 mod bad_input;
 mod binary;
 mod claims;
+mod fairness;
 mod fleet;
 mod formats;
 mod generators;
