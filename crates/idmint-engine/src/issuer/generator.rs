@@ -366,11 +366,13 @@ impl GeneratorIssuer {
         let lanes = self.lanes.len();
         let mut index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let mut untried = lanes - 1;
-        // While calls wait, one that arrives queues behind them (`turns.rs`); a call takes
+        // While batches wait, one that arrives queues behind them (`turns.rs`); a batch takes
         // its turn at the latest when it has to wait itself, and keeps it until it is done.
+        // A call for one ID never queues (see `turns.rs`).
+        let queues = count > 1;
         let busy = |wait_ms| Error::Busy { namespace: self.ns.name.clone(), wait_ms };
         let mut turn = None;
-        if self.turns.queued() {
+        if queues && self.turns.queued() {
             turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
         }
         while issued(ids) < count {
@@ -407,7 +409,7 @@ impl GeneratorIssuer {
                         (untried, index) = (untried - 1, next);
                         continue;
                     }
-                    if turn.is_none() {
+                    if queues && turn.is_none() {
                         // Behind the calls that waited first; then look again.
                         turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
                         continue;
@@ -420,7 +422,7 @@ impl GeneratorIssuer {
                     NamespaceMetrics::add(&self.ns.metrics.waited_ms, wait);
                 }
                 Err(idmint_core::Error::WindowExhausted { .. }) => {
-                    if turn.is_none() {
+                    if queues && turn.is_none() {
                         turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
                         continue;
                     }
@@ -537,10 +539,6 @@ impl Issuer for GeneratorIssuer {
     }
 
     fn try_issue_one(&self, clocks: &Clocks) -> Quick {
-        if self.turns.queued() {
-            // Calls wait for IDs: this one queues behind them.
-            return Quick::Slow;
-        }
         let lanes = self.lanes.len();
         let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let active = self.lanes[index].active.load();

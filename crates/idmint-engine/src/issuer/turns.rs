@@ -7,6 +7,11 @@
 //! to wait takes a [`Turn`] (tokio's `Mutex` grants its lock in the order it was asked for),
 //! and while any call holds or waits for one, a call that arrives queues behind them instead of
 //! taking IDs first. A call without a wait never touches the queue beyond one load.
+//!
+//! Only calls for more than one ID queue. A call for one ID waits at most for the next tick it
+//! wins, and a queue would hand the turn over once per ID: at a ceiling reached by single IDs
+//! (eight threads of the embedded minter), the rate would fall to the rate of hand-overs, 7 %
+//! of the ceiling when it was measured, against 96 to 99 % without.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
