@@ -13,7 +13,7 @@ use serde::Deserialize;
 #[derive(Debug, clap::Args)]
 pub(crate) struct EtcdArgs {
     /// etcd endpoints, comma-separated, e.g. http://127.0.0.1:2379 [default: none, use the
-    /// embedded store in --data-dir]. Needs a build with the `etcd` feature.
+    /// embedded store in --data-dir]. Needs the `etcd` feature (on by default).
     #[arg(long = "etcd", env = "IDMINT_ETCD", value_name = "URLS", value_delimiter = ',')]
     pub(crate) endpoints: Vec<String>,
     /// Where idmint's keys live in etcd [default: idmint/].
@@ -267,8 +267,8 @@ impl EtcdSettings {
 #[cfg(not(feature = "etcd"))]
 pub(crate) fn no_etcd_feature() -> anyhow::Error {
     anyhow::anyhow!(
-        "this idmint was built without etcd support; rebuild it with `--features etcd` (which \
-         needs protoc) to use --etcd"
+        "this idmint was built without etcd support; rebuild it with `--features etcd` (on by \
+         default) to use --etcd"
     )
 }
 

@@ -44,7 +44,7 @@ http://127.0.0.1:8080/ shows the status page. With --grpc-listen,
 the gRPC API (idmint.v1.IdMint, and grpc.health.v1.Health) answers on a second port; the
 .proto file is crates/idmint-proto/proto/idmint/v1/idmint.proto.
 
-Fleet mode (a build with the `etcd` feature): with --etcd, generator-ID claims live on etcd
+Fleet mode (the `etcd` feature, on by default): with --etcd, generator-ID claims live on etcd
 leases and high-water marks in etcd, so any number of servers share the generator IDs of a
 namespace; a server that stops (or is partitioned away) loses its lease after --lease-ttl
 seconds, and another takes the ID over strictly above its stored mark. Shutdown revokes the

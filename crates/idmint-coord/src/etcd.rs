@@ -26,7 +26,7 @@ use std::{
     time::Duration,
 };
 
-use etcd_client::{
+use idmint_etcd::{
     Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
 };
 use serde::{Deserialize, Serialize};
@@ -455,7 +455,7 @@ impl EtcdCoordinator {
     }
 
     /// **Tests only** (cfg `idmint_negative_controls`): a negative control that connects as
-    /// idmint did before it tracked etcd members: one `etcd_client::Client` balanced over all
+    /// idmint did before it tracked etcd members: one `idmint_etcd::Client` balanced over all
     /// `endpoints`, no member health, no member list, no failover, one attempt per request
     /// under the whole [`request_timeout`](EtcdOptions::request_timeout). Uniqueness is not
     /// affected (the fence is); it exists so that tests can show that a paused member stalls
@@ -616,7 +616,7 @@ impl EtcdCoordinator {
             .inner
             .members
             .run(&format!("read lease {lease:x}"), |mut c| async move {
-                c.lease_time_to_live(lease, None).await
+                c.lease_time_to_live(lease).await
             })
             .await?;
         Ok(EtcdLeaseTtl { left_s: response.ttl(), granted_s: response.granted_ttl() })

@@ -7,7 +7,7 @@
 
 use std::{ops::Range, sync::Arc, time::Duration};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
+use idmint_etcd::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 
 use crate::{
     CounterStore, Error, SegmentStore,

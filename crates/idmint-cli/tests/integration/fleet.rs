@@ -320,9 +320,9 @@ fn without_the_etcd_feature_etcd_is_refused_clearly() {
 mod on_etcd {
     use std::sync::{Mutex, MutexGuard};
 
-    use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp};
     use idmint_coord::testing::{self, EtcdCluster};
     use idmint_core::{AnyId, FieldValue, Layout};
+    use idmint_etcd::{Client, GetOptions, KeyValue, Txn, TxnOp};
 
     use super::*;
     use crate::common::libfaketime;

@@ -9,7 +9,7 @@
 //! cluster answers, and a mark write whose answer comes from another cluster than the claim's
 //! is refused the same way, so a server that outlives a restore stops extending its window.
 
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+use idmint_etcd::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
 
 use super::{Inner, MarkValue, Scheme, decode_mark, ranges};
@@ -226,7 +226,7 @@ async fn get(
     what: &str,
     key: &str,
     options: Option<GetOptions>,
-) -> Result<etcd_client::GetResponse, Error> {
+) -> Result<idmint_etcd::RangeResponse, Error> {
     inner
         .members
         .run(what, |mut c| {
@@ -237,7 +237,7 @@ async fn get(
 }
 
 /// A transaction through the members (each of ours compares revisions, so a repeat is safe).
-async fn txn_call(inner: &Inner, what: &str, txn: Txn) -> Result<etcd_client::TxnResponse, Error> {
+async fn txn_call(inner: &Inner, what: &str, txn: Txn) -> Result<idmint_etcd::TxnResponse, Error> {
     inner
         .members
         .run(what, |mut c| {

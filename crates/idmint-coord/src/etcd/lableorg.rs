@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use etcd_client::{Compare, CompareOp, LockOptions};
+use idmint_etcd::{Compare, CompareOp, LockOptions};
 
 use crate::{
     ClaimRequest, Error, GeneratorIds,
@@ -65,10 +65,10 @@ async fn cluster_ids(inner: &Inner, root: &str) -> Result<Vec<u64>, Error> {
     let key = format!("{root}{CLUSTER_ID_KEY}");
     // LableOrg writes "0" when the key is absent; a create-if-absent transaction stores the
     // same bytes without overwriting a list written concurrently.
-    let txn = etcd_client::Txn::new()
+    let txn = idmint_etcd::Txn::new()
         .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-        .and_then([etcd_client::TxnOp::put(key.as_str(), "0", None)])
-        .or_else([etcd_client::TxnOp::get(key.as_str(), None)]);
+        .and_then([idmint_etcd::TxnOp::put(key.as_str(), "0", None)])
+        .or_else([idmint_etcd::TxnOp::get(key.as_str(), None)]);
     let response = inner
         .members
         .run("read cluster ids", |mut c| {

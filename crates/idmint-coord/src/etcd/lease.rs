@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use idmint_etcd::{Client, LeaseKeepAliveStream, LeaseKeeper};
 
 use super::members::{BACKEND, Member, Members, is_member_fault};
 use tokio::sync::watch;
@@ -113,9 +113,8 @@ pub(super) async fn start(
 async fn grant(members: &Members, ttl_secs: i64) -> Result<Lease, Error> {
     let sent = Instant::now();
     // A grant repeated after a lost answer may leave the first lease unused: it expires.
-    let response = members
-        .run("lease grant", |mut c| async move { c.lease_grant(ttl_secs, None).await })
-        .await?;
+    let response =
+        members.run("lease grant", |mut c| async move { c.lease_grant(ttl_secs).await }).await?;
     if !response.error().is_empty() || response.ttl() <= 0 {
         return Err(Error::Unavailable {
             backend: BACKEND,
@@ -239,7 +238,7 @@ async fn renew_on((keeper, responses): &mut Stream) -> Result<Renewed, String> {
 
 /// Opens a keep-alive stream on a member, which sends one keep-alive and reads its answer
 /// (without its TTL, which is the granted one); `None` when etcd says the lease is gone.
-async fn open(mut client: Client, id: i64) -> Result<Option<Stream>, etcd_client::Error> {
+async fn open(mut client: Client, id: i64) -> Result<Option<Stream>, idmint_etcd::Error> {
     match client.lease_keep_alive(id).await {
         Ok(opened) => Ok(Some(opened)),
         Err(e) if !is_member_fault(&e) && is_not_found(&e.to_string()) => Ok(None),

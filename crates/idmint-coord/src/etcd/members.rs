@@ -1,13 +1,13 @@
-//! Health-tracked etcd members: one `etcd_client::Client` per member (each on its single
+//! Health-tracked etcd members: one `idmint_etcd::Client` per member (each on its single
 //! endpoint), the member list read at connect so that one endpoint is enough, and every
 //! request routed to a healthy member, moved at once to another when it fails or does not
 //! answer within a short per-attempt deadline (DESIGN.md, "How does idmint ride out a failed or
 //! paused etcd member?"). A member that failed is skipped until a background probe (a
 //! linearizable read, which needs the member to have a leader) answers again.
 //!
-//! The `etcd-client` crate itself balances over all endpoints with no health tracking; with the
-//! cfg `idmint_negative_controls`, [`Members::round_robin`] keeps that behaviour as a negative
-//! control.
+//! An `idmint_etcd::Client` given several endpoints balances over them with no health
+//! tracking, as etcd's own clients do; with the cfg `idmint_negative_controls`,
+//! [`Members::round_robin`] keeps that behaviour as a negative control.
 
 use std::{
     future::Future,
@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use etcd_client::{Client, ConnectOptions, GetOptions};
+use idmint_etcd::{Client, ConnectOptions, GetOptions};
 use tokio::sync::watch;
 
 use crate::Error;
@@ -131,7 +131,7 @@ pub(crate) struct Members {
 enum Attempt<T> {
     Done(T),
     /// Not this member's fault: the request itself failed.
-    Refused(etcd_client::Error),
+    Refused(idmint_etcd::Error),
     /// The member failed or did not answer in time: try another.
     Failed(String),
 }
@@ -215,7 +215,7 @@ impl Members {
         Ok(members)
     }
 
-    /// **The round-robin control** (cfg `idmint_negative_controls`): one `etcd_client::Client`
+    /// **The round-robin control** (cfg `idmint_negative_controls`): one `idmint_etcd::Client`
     /// balanced over every endpoint, with no health tracking, one attempt per request under the
     /// whole request timeout, as idmint did before it tracked members.
     #[cfg(idmint_negative_controls)]
@@ -227,7 +227,7 @@ impl Members {
         let client = tokio::time::timeout(timing.connect, async {
             let mut client = Client::connect(endpoints, Some(connect_options.clone())).await?;
             client.status().await?;
-            Ok::<_, etcd_client::Error>(client)
+            Ok::<_, idmint_etcd::Error>(client)
         })
         .await
         .map_err(|_| {
@@ -409,7 +409,7 @@ impl Members {
     pub(crate) async fn run<T, F, Fut>(&self, what: &str, op: F) -> Result<T, Error>
     where
         F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
+        Fut: Future<Output = Result<T, idmint_etcd::Error>>,
     {
         self.run_within(what, self.timing.attempt, self.timing.request, op).await
     }
@@ -429,7 +429,7 @@ impl Members {
     ) -> Result<T, Error>
     where
         F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
+        Fut: Future<Output = Result<T, idmint_etcd::Error>>,
     {
         self.run_on(what, attempt, total, op).await.map(|(_, value)| value)
     }
@@ -445,7 +445,7 @@ impl Members {
     ) -> Result<(Arc<Member>, T), Error>
     where
         F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
+        Fut: Future<Output = Result<T, idmint_etcd::Error>>,
     {
         if !self.failover {
             let member = self.pick();
@@ -496,7 +496,7 @@ impl Members {
         &self,
         member: &Member,
         deadline: Duration,
-        request: impl Future<Output = Result<T, etcd_client::Error>>,
+        request: impl Future<Output = Result<T, idmint_etcd::Error>>,
     ) -> Attempt<T> {
         let mut back = self.recovered.subscribe();
         let last_resort = !member.is_healthy();
@@ -548,12 +548,13 @@ async fn probe(members: Weak<Members>, member: Arc<Member>, timing: Timing) {
 
 /// Whether an error says the member cannot serve now (so the request goes to another), rather
 /// than that the request itself is refused.
-pub(crate) fn is_member_fault(error: &etcd_client::Error) -> bool {
-    use etcd_client::Error as E;
+pub(crate) fn is_member_fault(error: &idmint_etcd::Error) -> bool {
+    use idmint_etcd::Error as E;
     use tonic::Code;
     match error {
-        E::TransportError(_) | E::IoError(_) => true,
-        E::GRpcStatus(status) => matches!(
+        // The transport's own failures (no connection, a reset stream, a per-request timeout)
+        // reach us as these codes too.
+        E::Status(status) => matches!(
             status.code(),
             Code::Unavailable
                 | Code::DeadlineExceeded
@@ -563,8 +564,10 @@ pub(crate) fn is_member_fault(error: &etcd_client::Error) -> bool {
                 | Code::Aborted
                 | Code::ResourceExhausted
         ),
-        E::LeaseKeepAliveError(reason) => !reason.contains("lease not found"),
-        E::WatchError(_) => true,
+        // A keep-alive stream that ended or closed: its member went away.
+        E::KeepAlive(_) => true,
+        // etcd answered: the lease is gone, or the request itself was bad.
+        E::LeaseNotFound(_) | E::InvalidArgs(_) => false,
         _ => false,
     }
 }
@@ -627,16 +630,17 @@ mod tests {
 
     #[test]
     fn member_faults_move_the_request_and_refusals_do_not() {
-        use etcd_client::Error as E;
-        let status = |code| E::GRpcStatus(tonic::Status::new(code, "x"));
+        use idmint_etcd::Error as E;
+        let status = |code| E::from(tonic::Status::new(code, "x"));
         for (error, fault) in [
             (status(tonic::Code::Unavailable), true),
             (status(tonic::Code::DeadlineExceeded), true),
+            (status(tonic::Code::Cancelled), true),
             (status(tonic::Code::NotFound), false),
             (status(tonic::Code::InvalidArgument), false),
             (status(tonic::Code::FailedPrecondition), false),
-            (E::LeaseKeepAliveError("lease not found".into()), false),
-            (E::LeaseKeepAliveError("channel closed".into()), true),
+            (E::LeaseNotFound(7), false),
+            (E::KeepAlive("the keep-alive stream is closed".into()), true),
             (E::InvalidArgs("x".into()), false),
         ] {
             assert_eq!(is_member_fault(&error), fault, "{error}");

@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use etcd_client::{Client, ConnectOptions, GetOptions};
+use idmint_etcd::{Client, ConnectOptions, GetOptions};
 
 use super::{
     HarnessError, data_dir, find_program, free_ports,
@@ -252,7 +252,7 @@ impl EtcdCluster {
             for &lease in &leases {
                 client.lease_revoke(lease).await?;
             }
-            Ok::<_, etcd_client::Error>(leases)
+            Ok::<_, idmint_etcd::Error>(leases)
         })
         .await;
         match answer {

@@ -12,12 +12,12 @@ use std::{
 };
 
 use crate::takeover::Takeover;
-use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
 use idmint_coord::{
     Claim, ClaimRequest, ClaimState, Coordinator, Error, EtcdCoordinator, EtcdOptions,
     GeneratorIds, Scheme, conformance,
     testing::{self, EtcdCluster},
 };
+use idmint_etcd::{Client, GetOptions, PutOptions, Txn, TxnOp};
 
 /// Test options: etcd's minimum TTL (2 s), so that takeovers are quick.
 fn options(scheme: Scheme) -> EtcdOptions {
@@ -48,7 +48,7 @@ async fn plain(cluster: &EtcdCluster) -> Client {
     Client::connect(cluster.endpoints(), None).await.expect("plain client")
 }
 
-async fn get(client: &mut Client, key: &str) -> Option<etcd_client::KeyValue> {
+async fn get(client: &mut Client, key: &str) -> Option<idmint_etcd::KeyValue> {
     client.get(key, None).await.expect("get").kvs().first().cloned()
 }
 
@@ -317,7 +317,7 @@ async fn lableorg_claims_use_the_upstream_keys() {
     assert_eq!(cluster_id.lease(), 0);
     let pool = get(&mut etcd, "unique-id/pool/0:0").await.expect("pool key");
     assert_eq!(pool.value(), b"", "LableOrg's pool keys are empty");
-    let ttl = etcd.lease_time_to_live(pool.lease(), None).await.unwrap();
+    let ttl = etcd.lease_time_to_live(pool.lease()).await.unwrap();
     assert_eq!(ttl.granted_ttl(), 5);
     assert!(ttl.ttl() > 0 && ttl.ttl() <= 5);
     let lock = GetOptions::new().with_prefix().with_keys_only();
@@ -334,12 +334,12 @@ async fn lableorg_claims_use_the_upstream_keys() {
     // A LableOrg watcher deleting the key, then a LableOrg client re-creating it: the old
     // claim's fence (the create revision) refuses it even though the key exists again.
     etcd.delete("unique-id/pool/0:0", None).await.unwrap();
-    let other = etcd.lease_grant(5, None).await.unwrap().id();
+    let other = etcd.lease_grant(5).await.unwrap().id();
     let put = TxnOp::put("unique-id/pool/0:0", "", Some(PutOptions::new().with_lease(other)));
     let txn = Txn::new()
-        .when([etcd_client::Compare::version(
+        .when([idmint_etcd::Compare::version(
             "unique-id/pool/0:0",
-            etcd_client::CompareOp::Equal,
+            idmint_etcd::CompareOp::Equal,
             0,
         )])
         .and_then([put]);
@@ -362,8 +362,8 @@ async fn lableorg_claims_use_the_upstream_keys() {
 async fn lableorg_claims_wait_for_the_resource_lock() {
     let Some(cluster) = start(1).await else { return };
     let mut etcd = plain(&cluster).await;
-    let other = etcd.lease_grant(30, None).await.unwrap().id();
-    let options = Some(etcd_client::LockOptions::new().with_lease(other));
+    let other = etcd.lease_grant(30).await.unwrap().id();
+    let options = Some(idmint_etcd::LockOptions::new().with_lease(other));
     let lock = etcd.lock("unique-id/unique-id-resource-lock", options).await.unwrap();
     let coordinator = connect(&cluster, options_for_lock_wait()).await;
     let unlock_after = Duration::from_secs(6);

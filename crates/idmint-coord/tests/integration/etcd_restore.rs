@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use etcd_client::Client;
+use idmint_etcd::Client;
 use std::sync::Arc;
 
 use idmint_coord::{
@@ -190,7 +190,7 @@ async fn a_server_is_refused_on_a_cluster_its_data_directory_does_not_know() {
     // A wiped: the same cluster ID, its keys gone.
     let mut client = Client::connect(a.endpoints(), None).await.expect("plain client");
     client
-        .delete("test/", Some(etcd_client::DeleteOptions::new().with_prefix()))
+        .delete("test/", Some(idmint_etcd::DeleteOptions::new().with_prefix()))
         .await
         .expect("wipe");
     let wiped = remembered(&memory, &a).await.claim(&request()).await;

@@ -662,7 +662,7 @@ mod etcd {
             let got = store.next_range(namespace, step).await;
             assert!(matches!(got, Err(Error::InvalidRequest(_))), "{namespace:?} {step}: {got:?}");
         }
-        let mut raw = etcd_client::Client::connect(cluster.endpoints(), None).await.expect("etcd");
+        let mut raw = idmint_etcd::Client::connect(cluster.endpoints(), None).await.expect("etcd");
         let key = format!("seg/segments/{NS}");
         let near = MAX_SEGMENT_ID - 10;
         raw.put(key.as_str(), near.to_string(), None).await.expect("raise the key");
