@@ -5,3 +5,4 @@ mod etcd;
 mod minter;
 mod postgres;
 mod processes;
+mod takeover;
