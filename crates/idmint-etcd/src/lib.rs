@@ -42,7 +42,7 @@ mod kv;
 mod lease;
 
 /// etcd's messages and gRPC clients as generated from the vendored `.proto` files, one module
-/// per protobuf package. The calls of [`Client`](crate::Client) return these messages; their
+/// per protobuf package. The calls of [`Client`] return these messages; their
 /// accessors (`kvs()`, `header()`, `ttl()`, ...) are this crate's.
 ///
 /// # Example
