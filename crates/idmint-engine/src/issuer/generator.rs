@@ -72,9 +72,9 @@ impl Active {
 
     /// Logical time now: never backwards, following the monotonic clock. Counts backward
     /// steps of the wall clock on the way.
-    /// On the hot path (`hot`), the monotonic clock is read only when the wall clock is
-    /// behind logical time ([`Anchor::now_ms_with`]); a call that waits reads both, so that a
-    /// wall clock standing still never stalls it. The last wall reading is written only when
+    /// On the hot path (`hot`), the monotonic clock is read only when the wall clock reads
+    /// another millisecond than the last one returned ([`Anchor::now_ms_with`]); a call that
+    /// waits reads both, so that a wall clock standing still never stalls it. The last wall reading is written only when
     /// it changed: every call comes through here.
     fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics, hot: bool) -> u64 {
         let wall = clocks.wall_ms();
