@@ -384,6 +384,12 @@ impl Report for load::StreamReport {
             thousands(self.messages_per_s),
             self.messages
         )?;
+        writeln!(
+            out,
+            "  shares     fewest {:.1} %, most {:.1} % of a fair share (IDs / streams)",
+            100.0 * self.fewest_share,
+            100.0 * self.most_share
+        )?;
         latency(out, "per message", &self.gap)
     }
 }

@@ -70,6 +70,11 @@ pub struct StreamReport {
     pub ids_per_s: f64,
     /// The time between two messages of one stream (so, time per message).
     pub gap: LatencySummary,
+    /// The IDs of the stream that got fewest, as a share of a fair share (`ids / streams`):
+    /// 1.0 when every stream got as many.
+    pub fewest_share: f64,
+    /// The IDs of the stream that got most, as a share of a fair share.
+    pub most_share: f64,
     /// Failures and the distinct check.
     pub outcome: Outcome,
 }
@@ -135,7 +140,9 @@ where
     }
     let window = Window::new(warmup, duration);
     let tasks = channels.into_iter().map(|channel| tokio::spawn(read(channel, window))).collect();
-    let (messages, ids, gap, outcome) = collect(tasks).await;
+    let Collected { messages, ids, gap, fewest, most, outcome } = collect(tasks).await;
+    let fair = ids as f64 / streams.max(1) as f64;
+    let share = |n: u64| if fair > 0.0 { n as f64 / fair } else { 0.0 };
     Ok(StreamReport {
         url: url.to_owned(),
         call: calls.call,
@@ -149,16 +156,28 @@ where
         ids,
         ids_per_s: rate(ids, &window),
         gap,
+        fewest_share: share(fewest),
+        most_share: share(most),
         outcome,
     })
 }
 
+/// The streams' results added up.
+struct Collected {
+    messages: u64,
+    ids: u64,
+    gap: LatencySummary,
+    /// The IDs of the stream that got fewest, and of the one that got most.
+    fewest: u64,
+    most: u64,
+    outcome: Outcome,
+}
+
 /// Adds up the streams' results.
-async fn collect(
-    tasks: Vec<tokio::task::JoinHandle<StreamResult>>,
-) -> (u64, u64, LatencySummary, Outcome) {
+async fn collect(tasks: Vec<tokio::task::JoinHandle<StreamResult>>) -> Collected {
     let mut outcome = Outcome::default();
     let (mut messages, mut ids) = (0, 0);
+    let (mut fewest, mut most) = (u64::MAX, 0);
     let mut gaps = Latencies::default();
     let mut runs = Vec::new();
     for task in tasks {
@@ -166,6 +185,8 @@ async fn collect(
             Ok(stream) => {
                 messages += stream.messages;
                 ids += stream.ids;
+                fewest = fewest.min(stream.ids);
+                most = most.max(stream.ids);
                 gaps.merge(stream.gaps);
                 runs.push(stream.runs);
                 outcome.absorb(stream.outcome);
@@ -174,7 +195,7 @@ async fn collect(
         }
     }
     outcome.distinct = Some(IdRuns::check(runs));
-    (messages, ids, gaps.summary(), outcome)
+    Collected { messages, ids, gap: gaps.summary(), fewest: fewest.min(most), most, outcome }
 }
 
 /// Opens an HTTP/2 connection for gRPC, with large receive windows and no Nagle delay.
