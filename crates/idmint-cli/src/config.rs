@@ -166,8 +166,6 @@ impl EtcdSettings {
     /// The coordinator's options: the scheme, its lease TTL and the deadline margin.
     #[cfg(feature = "etcd")]
     pub(crate) fn coordinator_options(&self) -> idmint_coord::EtcdOptions {
-        use std::time::Duration;
-
         use idmint_coord::{EtcdOptions, Scheme};
 
         let scheme = match &self.lable_prefix {
@@ -187,10 +185,8 @@ impl EtcdSettings {
             Scheme::Native => self.lease_ttl,
             Scheme::LableOrg { .. } => LABLE_ORG_LEASE_TTL,
         };
-        // The claim stops extending its window this long before its lease can expire: 1 s
-        // (etcd's default election timeout), but at most a quarter of the TTL, so that a 2 s
-        // lease still renews (every TTL/3) well inside its deadline.
-        let margin = Duration::from_secs(1).min(Duration::from_secs(u64::from(ttl_secs)) / 4);
+        // The claim stops extending its window this long before its lease can expire.
+        let margin = EtcdOptions::margin_for(ttl_secs);
         EtcdOptions {
             prefix: self.prefix.clone(),
             lease_ttl_secs: self.lease_ttl,

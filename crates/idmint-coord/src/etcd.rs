@@ -168,6 +168,48 @@ impl Default for EtcdOptions {
 }
 
 impl EtcdOptions {
+    /// The options of a native-scheme fleet with leases of `lease_ttl_secs` under `prefix`,
+    /// as `idmint serve --etcd` and the embedded minter open it: the margin is
+    /// [`margin_for`](EtcdOptions::margin_for) that TTL, the rest is the default.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use idmint_coord::EtcdOptions;
+    ///
+    /// let options = EtcdOptions::native("orders/", 2);
+    /// assert_eq!(options.prefix, "orders/");
+    /// assert_eq!(options.margin, Duration::from_millis(500));
+    /// ```
+    pub fn native(prefix: &str, lease_ttl_secs: u32) -> EtcdOptions {
+        EtcdOptions {
+            prefix: prefix.to_owned(),
+            lease_ttl_secs,
+            margin: EtcdOptions::margin_for(lease_ttl_secs),
+            ..EtcdOptions::default()
+        }
+    }
+
+    /// The deadline margin of a claim whose lease lives `ttl_secs`: 1 s (etcd's default
+    /// election timeout), but at most a quarter of the TTL, so that a 2 s lease still renews
+    /// (every TTL/3) well inside its deadline.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use idmint_coord::EtcdOptions;
+    ///
+    /// assert_eq!(EtcdOptions::margin_for(10), Duration::from_secs(1));
+    /// assert_eq!(EtcdOptions::margin_for(2), Duration::from_millis(500));
+    /// ```
+    pub fn margin_for(ttl_secs: u32) -> Duration {
+        Duration::from_secs(1).min(Duration::from_secs(u64::from(ttl_secs)) / 4)
+    }
+
     /// The lease TTL this scheme asks for.
     fn ttl_secs(&self) -> i64 {
         match self.scheme {

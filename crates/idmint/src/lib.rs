@@ -20,9 +20,10 @@
 //!
 //! Code without a runtime uses [`Builder::build_blocking`] ([`BlockingMinter`]); the settings
 //! of `idmint serve --config` build one too ([`Minter::from_config_file`]). Claims and marks
-//! live in the data directory, or in Postgres ([`Builder::postgres`], feature `postgres`, on by
-//! default). Namespaces whose IDs come from a store (segments, counters, Redis) and etcd are
-//! not embedded: use `idmint serve` for those.
+//! live in the data directory, in Postgres ([`Builder::postgres`], feature `postgres`, on by
+//! default) or in etcd ([`Builder::etcd`], feature `etcd`, on by default; the native scheme of
+//! `idmint serve --etcd`). Namespaces whose IDs come from a store (segments, counters, Redis)
+//! are not embedded: use `idmint serve` for those.
 //!
 //! An application that takes its IDs from a fleet of `idmint serve` instead uses the same
 //! crate: feature `client` re-exports idmint-client as [`client`] (failover between servers,

@@ -72,13 +72,14 @@ impl Minter {
     }
 
     /// A [`Builder`] from the configuration file of `idmint serve --config` (TOML): its
-    /// `data_dir`, `coordinator`, `postgres`, `lease_ttl` and `[server]` (namespaces, window,
-    /// ...); the keys of serving (`listen`, `log`, ...) are accepted and ignored.
+    /// `data_dir`, `coordinator`, `postgres`, `etcd`, `etcd_prefix`, `lease_ttl` and `[server]`
+    /// (namespaces, window, ...); the keys of serving (`listen`, `log`, ...) are accepted and
+    /// ignored.
     ///
     /// # Errors
     ///
     /// [`Error::ConfigFile`] when the file cannot be read or parsed, names an unknown key, or
-    /// asks for etcd or Redis (not embedded).
+    /// asks for Redis or etcd's LableOrg scheme (not embedded).
     ///
     /// # Example
     ///
@@ -105,14 +106,15 @@ impl Minter {
 
     /// A [`Builder`] from the `IDMINT_*` environment variables, as `idmint serve` reads them
     /// (over the file `IDMINT_CONFIG` names, if set): `IDMINT_DATA_DIR`,
-    /// `IDMINT_COORDINATOR` (`file` or `postgres`), `IDMINT_POSTGRES`, `IDMINT_LEASE_TTL` (s),
-    /// `IDMINT_WINDOW_MS`, `IDMINT_MAX_BATCH` and `IDMINT_LAYOUT` (of the first namespace).
+    /// `IDMINT_COORDINATOR` (`file`, `postgres` or `etcd`), `IDMINT_POSTGRES`, `IDMINT_ETCD`
+    /// (comma-separated), `IDMINT_ETCD_PREFIX`, `IDMINT_LEASE_TTL` (s), `IDMINT_WINDOW_MS`,
+    /// `IDMINT_MAX_BATCH` and `IDMINT_LAYOUT` (of the first namespace).
     /// Other variables of `idmint serve` are not read.
     ///
     /// # Errors
     ///
     /// [`Error::ConfigFile`] for the file, [`Error::Config`] for a value that is not a number
-    /// or asks for what is not embedded (etcd).
+    /// or a combination that is refused (such as both Postgres and etcd).
     ///
     /// # Example
     ///

@@ -1,6 +1,6 @@
 //! What a [`Minter`](crate::Minter) is built from: the [`Builder`], or the configuration
 //! file of `idmint serve --config`; and how those settings become a coordinator (the file
-//! coordinator on the data directory, or Postgres remembered in it).
+//! coordinator on the data directory, or Postgres or etcd remembered in it).
 
 use std::{
     path::{Path, PathBuf},
@@ -23,8 +23,11 @@ use crate::{Error, Minter, blocking::BlockingMinter};
 /// ```
 pub const DEFAULT_DATA_DIR: &str = "idmint-data";
 
-/// The lease of a Postgres claim when none is given, in seconds: `idmint serve`'s.
+/// The lease of a Postgres or etcd claim when none is given, in seconds: `idmint serve`'s.
 const DEFAULT_LEASE_TTL_S: u32 = 10;
+
+/// The etcd key prefix when none is given: `idmint serve`'s.
+const DEFAULT_ETCD_PREFIX: &str = "idmint/";
 
 /// What a minter in a forked child does ([`Builder::on_fork`]).
 ///
@@ -54,6 +57,15 @@ pub(crate) enum Store {
         url: String,
         /// The lease of each claim.
         lease_ttl: Duration,
+    },
+    /// etcd, remembered in the data directory (as `idmint serve --etcd`, native scheme).
+    Etcd {
+        /// The client URLs of the cluster's members (one is enough).
+        endpoints: Vec<String>,
+        /// Where the keys live.
+        prefix: String,
+        /// The lease of each claim, in whole seconds.
+        lease_ttl_secs: u32,
     },
 }
 
@@ -94,6 +106,8 @@ pub(crate) struct Settings {
 pub struct Builder {
     data_dir: Option<PathBuf>,
     postgres: Option<String>,
+    etcd: Option<Vec<String>>,
+    etcd_prefix: Option<String>,
     lease_ttl: Option<Duration>,
     config: ServerConfig,
     on_fork: OnFork,
@@ -104,6 +118,8 @@ impl Builder {
         Builder {
             data_dir: None,
             postgres: None,
+            etcd: None,
+            etcd_prefix: None,
             lease_ttl: None,
             config: ServerConfig::default(),
             on_fork: OnFork::default(),
@@ -111,7 +127,7 @@ impl Builder {
     }
 
     /// The data directory: claims and marks of the embedded store, or the memory of a
-    /// Postgres fleet. Default `idmint-data`. Several processes may share one.
+    /// Postgres or etcd fleet. Default `idmint-data`. Several processes may share one.
     ///
     /// # Example
     ///
@@ -171,7 +187,8 @@ impl Builder {
     }
 
     /// The lease of each claim with [`postgres`](Builder::postgres) (default 10 s; 1 s to a
-    /// day). The window must fit in it.
+    /// day) or [`etcd`](Builder::etcd) (default 10 s; whole seconds, 2 s to a day: etcd raises
+    /// shorter leases to its minimum). The window must fit in it.
     ///
     /// # Example
     ///
@@ -195,6 +212,43 @@ impl Builder {
     /// ```
     pub fn postgres(mut self, url: &str) -> Builder {
         self.postgres = Some(url.to_owned());
+        self
+    }
+
+    /// Claims and marks in etcd instead of the data directory (feature `etcd`, on by
+    /// default): a fleet with the servers of `idmint serve --etcd` on the same cluster and
+    /// prefix, each process claiming its own generator ID on a lease of its own. `endpoints`
+    /// are client URLs of the cluster's members (one is enough: the others are found in its
+    /// member list). The data directory then remembers the fleet's store.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder()
+    ///     .etcd(["http://etcd-0:2379", "http://etcd-1:2379"])
+    ///     .etcd_prefix("myapp/");
+    /// # let _ = builder;
+    /// ```
+    pub fn etcd<I, S>(mut self, endpoints: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.etcd = Some(endpoints.into_iter().map(|e| e.as_ref().to_owned()).collect());
+        self
+    }
+
+    /// Where [`etcd`](Builder::etcd) keeps this fleet's keys (default `idmint/`, as
+    /// `idmint serve --etcd-prefix`); include the trailing `/`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let builder = idmint::Minter::builder().etcd(["http://127.0.0.1:2379"]).etcd_prefix("app/");
+    /// # let _ = builder;
+    /// ```
+    pub fn etcd_prefix(mut self, prefix: &str) -> Builder {
+        self.etcd_prefix = Some(prefix.to_owned());
         self
     }
 
@@ -269,27 +323,63 @@ impl Builder {
     }
 
     fn settings(self) -> Result<Settings, Error> {
-        let store = match self.postgres {
-            Some(url) => {
-                let lease_ttl =
-                    self.lease_ttl.unwrap_or(Duration::from_secs(DEFAULT_LEASE_TTL_S.into()));
+        let lease_ttl = self.lease_ttl.unwrap_or(Duration::from_secs(DEFAULT_LEASE_TTL_S.into()));
+        let window_fits = || {
+            if Duration::from_millis(self.config.window_ms) > lease_ttl {
+                return Err(Error::Config(format!(
+                    "the window ({} ms) is longer than the lease TTL ({lease_ttl:?}), so each \
+                     takeover could start further ahead of the clock than the last; shorten the \
+                     window or lengthen the lease",
+                    self.config.window_ms
+                )));
+            }
+            Ok(())
+        };
+        let etcd: Option<Vec<String>> = self.etcd.as_ref().map(|endpoints| {
+            endpoints.iter().map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()).collect()
+        });
+        let store = match (self.postgres.clone(), etcd) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Config(
+                    "both Postgres and etcd are given: claims live in one of them".to_owned(),
+                ));
+            }
+            (Some(url), None) => {
                 if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&lease_ttl) {
                     return Err(Error::Config(format!(
                         "the lease TTL must be 1 s to a day, not {lease_ttl:?}"
                     )));
                 }
-                let window = Duration::from_millis(self.config.window_ms);
-                if window > lease_ttl {
-                    return Err(Error::Config(format!(
-                        "the window ({} ms) is longer than the lease TTL ({lease_ttl:?}), so each \
-                         takeover could start further ahead of the clock than the last; shorten \
-                         the window or lengthen the lease",
-                        self.config.window_ms
-                    )));
-                }
+                window_fits()?;
                 Store::Postgres { url, lease_ttl }
             }
-            None => Store::File,
+            (None, Some(endpoints)) => {
+                if endpoints.is_empty() {
+                    return Err(Error::Config("etcd needs at least one endpoint".to_owned()));
+                }
+                // etcd raises shorter leases to its minimum (1.5 × its election timeout, 2 s by
+                // default), so a shorter TTL would not be the one in force.
+                let whole = lease_ttl.subsec_nanos() == 0;
+                let lease_ttl_secs = u32::try_from(lease_ttl.as_secs())
+                    .ok()
+                    .filter(|s| whole && (2..=86_400).contains(s))
+                    .ok_or_else(|| {
+                        Error::Config(format!(
+                            "the etcd lease TTL must be whole seconds, 2 s to a day, not \
+                             {lease_ttl:?}"
+                        ))
+                    })?;
+                window_fits()?;
+                let prefix = self.etcd_prefix.clone().filter(|p| !p.is_empty());
+                let prefix = prefix.unwrap_or_else(|| DEFAULT_ETCD_PREFIX.to_owned());
+                Store::Etcd { endpoints, prefix, lease_ttl_secs }
+            }
+            (None, None) => {
+                if self.etcd_prefix.is_some() {
+                    return Err(Error::Config("an etcd prefix needs etcd endpoints".to_owned()));
+                }
+                Store::File
+            }
         };
         let mut config = self.config;
         if config.namespaces.is_empty() {
@@ -304,16 +394,17 @@ impl Builder {
     }
 
     /// A builder from the configuration file of `idmint serve --config` (the settings a
-    /// minter uses: `data_dir`, `coordinator`, `postgres`, `lease_ttl` and `[server]`; those
-    /// of serving, such as `listen`, are read and ignored).
+    /// minter uses: `data_dir`, `coordinator`, `postgres`, `etcd`, `etcd_prefix`, `lease_ttl`
+    /// and `[server]`; those of serving, such as `listen`, are read and ignored).
     pub(crate) fn from_config_text(text: &str) -> Result<Builder, String> {
         Builder::from_file(toml::from_str(text).map_err(|e| e.message().to_owned())?)
     }
 
     /// A builder from `IDMINT_*` variables as `idmint serve` reads them, over the file that
     /// `IDMINT_CONFIG` names (if set): `IDMINT_DATA_DIR`, `IDMINT_COORDINATOR`,
-    /// `IDMINT_POSTGRES`, `IDMINT_LEASE_TTL` (s), `IDMINT_WINDOW_MS`, `IDMINT_MAX_BATCH` and
-    /// `IDMINT_LAYOUT` (the first namespace's). `var` looks a variable up.
+    /// `IDMINT_POSTGRES`, `IDMINT_ETCD` (comma-separated), `IDMINT_ETCD_PREFIX`,
+    /// `IDMINT_LEASE_TTL` (s), `IDMINT_WINDOW_MS`, `IDMINT_MAX_BATCH` and `IDMINT_LAYOUT` (the
+    /// first namespace's). `var` looks a variable up.
     pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Builder, Error> {
         let mut file = match var("IDMINT_CONFIG").filter(|p| !p.is_empty()) {
             Some(path) => {
@@ -344,6 +435,9 @@ impl Builder {
         if let Some(etcd) = var("IDMINT_ETCD") {
             file.etcd = Some(etcd.split(',').map(str::to_owned).collect());
         }
+        if let Some(prefix) = var("IDMINT_ETCD_PREFIX") {
+            file.etcd_prefix = Some(prefix);
+        }
         if let Some(ttl) = number("IDMINT_LEASE_TTL")? {
             let ttl = u32::try_from(ttl)
                 .map_err(|_| Error::Config(format!("IDMINT_LEASE_TTL={ttl} is too large")))?;
@@ -369,11 +463,10 @@ impl Builder {
     }
 
     fn from_file(file: FileConfig) -> Result<Builder, String> {
-        if file.etcd.as_ref().is_some_and(|e| !e.is_empty())
-            || file.coordinator.as_deref() == Some("etcd")
-        {
-            return Err("etcd is not supported by the embedded minter; use `postgres` or the \
-                        data directory"
+        let scheme = file.etcd_scheme.as_ref().map(|s| s.as_str().unwrap_or_default());
+        if scheme.is_some_and(|s| s != "native") || file.etcd_lable_prefix.is_some() {
+            return Err("the LableOrg scheme of etcd is not supported by the embedded minter; \
+                        use the native scheme (the default)"
                 .to_owned());
         }
         if file.redis.as_ref().is_some_and(|r| !r.is_empty()) || file.redis_sentinel.is_some() {
@@ -388,15 +481,33 @@ impl Builder {
         }
         builder.lease_ttl = file.lease_ttl.map(|s| Duration::from_secs(s.into()));
         let postgres = file.postgres.filter(|p| !p.is_empty());
+        let etcd: Option<Vec<String>> = file.etcd.map(|endpoints| {
+            endpoints.iter().map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()).collect()
+        });
+        let etcd = etcd.filter(|e| !e.is_empty());
+        builder.etcd_prefix = file.etcd_prefix;
         match file.coordinator.as_deref() {
             Some("postgres") => {
+                if etcd.is_some() {
+                    return Err("`coordinator = \"postgres\"` and `etcd`: give one of them".into());
+                }
                 let url = postgres.ok_or("`coordinator = \"postgres\"` needs `postgres = URL`")?;
                 builder.postgres = Some(url);
             }
-            // As with `idmint serve`, `postgres` alone holds segments and counters, which the
-            // embedded minter does not use: claims stay in the data directory.
-            Some("file") | None => {}
+            Some("etcd") => {
+                builder.etcd = Some(etcd.ok_or("`coordinator = \"etcd\"` needs `etcd = [URL]`")?);
+            }
+            Some("file") if etcd.is_some() => {
+                return Err("`coordinator = \"file\"` and `etcd`: give one of them".into());
+            }
+            // As with `idmint serve`, `etcd` alone is the etcd coordinator, and `postgres`
+            // alone holds segments and counters, which the embedded minter does not use:
+            // claims stay in the data directory.
+            Some("file") | None => builder.etcd = etcd,
             Some(other) => return Err(format!("unknown coordinator `{other}`")),
+        }
+        if builder.etcd.is_none() && builder.etcd_prefix.is_some() {
+            return Err("`etcd_prefix` needs `etcd`".into());
         }
         Ok(builder)
     }
@@ -423,7 +534,7 @@ struct FileConfig {
     coordinator: Option<String>,
     generator_id_from_hostname: Option<toml::Value>,
     etcd: Option<Vec<String>>,
-    etcd_prefix: Option<toml::Value>,
+    etcd_prefix: Option<String>,
     lease_ttl: Option<u32>,
     etcd_scheme: Option<toml::Value>,
     etcd_lable_prefix: Option<toml::Value>,
@@ -443,6 +554,9 @@ impl Settings {
                 })?))
             }
             Store::Postgres { url, lease_ttl } => postgres(&self.data_dir, url, *lease_ttl).await,
+            Store::Etcd { endpoints, prefix, lease_ttl_secs } => {
+                etcd(&self.data_dir, endpoints, prefix, *lease_ttl_secs).await
+            }
         }
     }
 }
@@ -479,6 +593,40 @@ async fn postgres(_: &Path, url: &str, _: Duration) -> Result<Arc<dyn Coordinato
         url: url.to_owned(),
         reason: "this build of idmint has no Postgres support; enable its `postgres` feature"
             .to_owned(),
+    })
+}
+
+/// The etcd coordinator as `idmint serve --etcd` opens it (native scheme), remembered in the
+/// data directory.
+#[cfg(feature = "etcd")]
+async fn etcd(
+    data_dir: &Path,
+    endpoints: &[String],
+    prefix: &str,
+    lease_ttl_secs: u32,
+) -> Result<Arc<dyn Coordinator>, Error> {
+    use idmint_coord::{EtcdCoordinator, EtcdOptions, FLEET_DIR, Remembered};
+
+    let options = EtcdOptions::native(prefix, lease_ttl_secs);
+    let shared =
+        EtcdCoordinator::connect(endpoints, options).await.map_err(|e| match Error::from(e) {
+            Error::BadUrl { reason, .. } => Error::BadUrl { url: endpoints.join(","), reason },
+            e => e,
+        })?;
+    let remembered = Remembered::open(data_dir.join(FLEET_DIR), Arc::new(shared))?;
+    Ok(Arc::new(remembered))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd(
+    _: &Path,
+    endpoints: &[String],
+    _: &str,
+    _: u32,
+) -> Result<Arc<dyn Coordinator>, Error> {
+    Err(Error::BadUrl {
+        url: endpoints.join(","),
+        reason: "this build of idmint has no etcd support; enable its `etcd` feature".to_owned(),
     })
 }
 
@@ -523,8 +671,12 @@ mod tests {
                 assert_eq!(settings.data_dir.to_str(), Some(*dir), "{:?}", case.vars);
                 let url = match &settings.store {
                     Store::File => None,
-                    Store::Postgres { url, .. } => Some(url.as_str()),
+                    Store::Postgres { url, .. } => Some(url.clone()),
+                    Store::Etcd { endpoints, prefix, lease_ttl_secs } => {
+                        Some(format!("etcd {} {prefix} {lease_ttl_secs}", endpoints.join(",")))
+                    }
                 };
+                let url = url.as_deref();
                 assert_eq!(url, *postgres, "{:?}", case.vars);
                 assert_eq!(settings.config.window_ms, *window_ms, "{:?}", case.vars);
                 assert_eq!(settings.config.namespaces[0].layout, *layout, "{:?}", case.vars);
@@ -571,7 +723,43 @@ mod tests {
             },
             Case {
                 vars: &[("IDMINT_ETCD", "http://e:2379")],
-                expect: Err("etcd is not supported"),
+                expect: Ok((
+                    "idmint-data",
+                    Some("etcd http://e:2379 idmint/ 10"),
+                    3_000,
+                    "snowflake",
+                )),
+            },
+            Case {
+                vars: &[
+                    ("IDMINT_COORDINATOR", "etcd"),
+                    ("IDMINT_ETCD", "http://e:2379, http://f:2379"),
+                    ("IDMINT_ETCD_PREFIX", "app/"),
+                    ("IDMINT_LEASE_TTL", "4"),
+                ],
+                expect: Ok((
+                    "idmint-data",
+                    Some("etcd http://e:2379,http://f:2379 app/ 4"),
+                    3_000,
+                    "snowflake",
+                )),
+            },
+            Case { vars: &[("IDMINT_COORDINATOR", "etcd")], expect: Err("needs `etcd = [URL]`") },
+            Case {
+                vars: &[("IDMINT_ETCD", "http://e:2379"), ("IDMINT_LEASE_TTL", "1")],
+                expect: Err("2 s to a day"),
+            },
+            Case {
+                vars: &[
+                    ("IDMINT_COORDINATOR", "postgres"),
+                    ("IDMINT_POSTGRES", "postgresql://h/db"),
+                    ("IDMINT_ETCD", "http://e:2379"),
+                ],
+                expect: Err("give one of them"),
+            },
+            Case {
+                vars: &[("IDMINT_ETCD_PREFIX", "app/")],
+                expect: Err("`etcd_prefix` needs `etcd`"),
             },
             Case {
                 vars: &[("IDMINT_COORDINATOR", "zookeeper")],
@@ -593,5 +781,27 @@ mod tests {
         for case in &cases {
             check(case);
         }
+    }
+
+    /// The etcd keys of `idmint serve --config` files: the native scheme is embedded, the
+    /// LableOrg scheme is refused.
+    #[test]
+    fn etcd_keys_of_the_configuration_file() {
+        let native = "coordinator = \"etcd\"\netcd = [\"http://e:2379\"]\netcd_prefix = \"app/\"\n\
+                      etcd_scheme = \"native\"\nlease_ttl = 5\n";
+        let settings =
+            Builder::from_config_text(native).and_then(|b| b.settings().map_err(|e| e.to_string()));
+        match settings.map(|s| s.store) {
+            Ok(Store::Etcd { endpoints, prefix, lease_ttl_secs }) => {
+                assert_eq!(
+                    (endpoints, prefix, lease_ttl_secs),
+                    (vec!["http://e:2379".into()], "app/".into(), 5)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let lable = "etcd = [\"http://e:2379\"]\netcd_scheme = \"lable-org\"\n";
+        let refused = Builder::from_config_text(lable).expect_err("LableOrg is refused");
+        assert!(refused.contains("LableOrg"), "{refused}");
     }
 }
