@@ -4,8 +4,8 @@
 //! each calling the library functions behind the CLI command of the same name.
 
 use idmint_core::{
-    AnyId, Clock, FieldValue, IdForm, IdText, Layout, PublicIds, SystemClock, Text128,
-    TypePrefix, detect,
+    AnyId, Clock, FieldValue, IdForm, IdText, Layout, PublicIds, SystemClock, Text128, TypePrefix,
+    detect,
 };
 use pyo3::{
     prelude::*,
@@ -69,7 +69,9 @@ impl Form {
             Form::Int => int(py, id),
             Form::Uuid => uuid(py, id),
             Form::Text(text) => {
-                Ok(PyString::new(py, &text.write(id).map_err(|e| errors::core(&e))?).into_any().unbind())
+                Ok(PyString::new(py, &text.write(id).map_err(|e| errors::core(&e))?)
+                    .into_any()
+                    .unbind())
             }
         }
     }
@@ -124,7 +126,9 @@ impl Given {
                 Ok(v) => Ok(Given::Int(AnyId::U64(v))),
                 Err(_) => match int.extract::<u128>() {
                     Ok(v) => Ok(Given::Int(AnyId::U128(v))),
-                    Err(_) => Err(Class::Decode.err(format!("{int} is not a 64-bit or 128-bit id"))),
+                    Err(_) => {
+                        Err(Class::Decode.err(format!("{int} is not a 64-bit or 128-bit id")))
+                    }
                 },
             };
         }
@@ -136,10 +140,8 @@ impl Given {
         if is_uuid {
             return Ok(Given::Uuid(obj.getattr("int")?.extract()?));
         }
-        Err(Class::Request.err(format!(
-            "an id is an int, a str or a uuid.UUID, not {}",
-            obj.get_type().name()?
-        )))
+        Err(Class::Request
+            .err(format!("an id is an int, a str or a uuid.UUID, not {}", obj.get_type().name()?)))
     }
 
     /// The ID as `layout`'s (text in its usual form, or with `prefix`'s TypeID).
@@ -171,12 +173,11 @@ impl Given {
         match self {
             Given::Int(_) => int(py, id),
             Given::Uuid(_) => uuid(py, id),
-            Given::Text(_) => Form::of(layout, None, None)
-                .and_then(|form| match form {
-                    Form::Text(_) => form.to_py(py, id),
-                    _ => Form::Text(IdText::new(layout, None, None).map_err(|e| errors::core(&e))?)
-                        .to_py(py, id),
-                }),
+            Given::Text(_) => Form::of(layout, None, None).and_then(|form| match form {
+                Form::Text(_) => form.to_py(py, id),
+                _ => Form::Text(IdText::new(layout, None, None).map_err(|e| errors::core(&e))?)
+                    .to_py(py, id),
+            }),
         }
     }
 }
@@ -281,7 +282,10 @@ pub(crate) fn _decode<'py>(
     let id = given.id_of(&layout, prefix.as_ref())?;
     let usual = IdText::new(&layout, prefix.as_ref(), None).map_err(|e| errors::core(&e))?;
     out.set_item("layout", layout.name())?;
-    out.set_item("about", Layout::builtins().iter().find(|(n, _)| *n == layout.name()).map(|(_, a)| *a))?;
+    out.set_item(
+        "about",
+        Layout::builtins().iter().find(|(n, _)| *n == layout.name()).map(|(_, a)| *a),
+    )?;
     out.set_item("id", usual.write(id).map_err(|e| errors::core(&e))?)?;
     out.set_item("value", int(py, id)?)?;
     out.set_item("time_ms", layout.time_ms(id, now_ms).map_err(|e| errors::core(&e))?)?;
@@ -333,8 +337,7 @@ fn map_public(
 ) -> PyResult<Py<PyAny>> {
     let given = Given::read(id)?;
     let layout = builtin(layout)?;
-    let keys = idmint_engine::load_public_id_keys(key_file)
-        .map_err(|e| errors::engine(&e))?;
+    let keys = idmint_engine::load_public_id_keys(key_file).map_err(|e| errors::engine(&e))?;
     let ids = PublicIds::new(&layout, &keys).map_err(|e| errors::core(&e))?;
     let value = match (&given, forward) {
         // A public ID need not decode as a layout ID; only its width and domain count.

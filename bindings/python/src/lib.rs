@@ -37,6 +37,12 @@ fn _negative_controls() -> bool {
     cfg!(idmint_negative_controls)
 }
 
+/// Whether this build has etcd (feature `etcd`).
+#[pyfunction]
+fn _has_etcd() -> bool {
+    cfg!(feature = "etcd")
+}
+
 /// The module.
 #[pymodule]
 fn _idmint(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -49,5 +55,6 @@ fn _idmint(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ids::reveal, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(_negative_controls, m)?)?;
+    m.add_function(wrap_pyfunction!(_has_etcd, m)?)?;
     Ok(())
 }

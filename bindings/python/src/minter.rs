@@ -129,14 +129,12 @@ fn namespace_config(name: &str, spec: &Bound<'_, PyAny>) -> PyResult<NamespaceCo
     if spec.is_none() {
         return Ok(NamespaceConfig::named(name));
     }
-    let json: String =
-        spec.py().import("json")?.call_method1("dumps", (spec,))?.extract()?;
+    let json: String = spec.py().import("json")?.call_method1("dumps", (spec,))?.extract()?;
     let mut value: serde_json::Value = serde_json::from_str(&json)
         .map_err(|e| Class::Config.err(format!("namespace `{name}`: {e}")))?;
     let Some(table) = value.as_object_mut() else {
-        return Err(Class::Config.err(format!(
-            "namespace `{name}`: give a layout name or a dict of settings"
-        )));
+        return Err(Class::Config
+            .err(format!("namespace `{name}`: give a layout name or a dict of settings")));
     };
     table.insert("name".into(), name.into());
     serde_json::from_value(value).map_err(|e| Class::Config.err(format!("namespace `{name}`: {e}")))
@@ -156,7 +154,32 @@ fn namespace_configs(namespaces: &Bound<'_, PyAny>) -> PyResult<Vec<NamespaceCon
             .map(|name| Ok(NamespaceConfig::named(&name.cast::<PyString>()?.to_cow()?)))
             .collect();
     }
-    Err(Class::Config.err("namespaces= is a dict of name to layout (or settings) or a list of names"))
+    Err(Class::Config
+        .err("namespaces= is a dict of name to layout (or settings) or a list of names"))
+}
+
+/// `etcd=` (and `etcd_prefix=`) on the builder, in a build with feature `etcd`.
+#[cfg(feature = "etcd")]
+fn with_etcd(
+    builder: Builder,
+    endpoints: Vec<String>,
+    prefix: Option<String>,
+) -> PyResult<Builder> {
+    let builder = builder.etcd(endpoints);
+    Ok(match prefix {
+        Some(prefix) => builder.etcd_prefix(&prefix),
+        None => builder,
+    })
+}
+
+/// `etcd=` in a build without feature `etcd`: refused, saying how to get it.
+#[cfg(not(feature = "etcd"))]
+fn with_etcd(_: Builder, _: Vec<String>, _: Option<String>) -> PyResult<Builder> {
+    Err(Class::Config.err(
+        "etcd is not supported by this build of idmint: it was built without its `etcd` \
+         feature (which needs protoc); reinstall with MATURIN_PEP517_ARGS=\"--features etcd\" \
+         pip install ./bindings/python, or use data_dir= (one host) or postgres=",
+    ))
 }
 
 /// The `[server]` namespaces of a configuration file (the `idmint` crate reads the file for
@@ -226,7 +249,8 @@ impl Minter {
         self.namespaces.iter().find(|ns| ns.name == name).ok_or_else(|| {
             let known: Vec<&str> = self.namespaces.iter().map(|ns| ns.name.as_str()).collect();
             let shown: String = name.chars().take(64).collect();
-            Class::Namespace.err(format!("no namespace `{shown}`; this minter has {}", known.join(", ")))
+            Class::Namespace
+                .err(format!("no namespace `{shown}`; this minter has {}", known.join(", ")))
         })
     }
 
@@ -261,9 +285,8 @@ impl Minter {
             }
             buffer.refill
         };
-        let batch = py
-            .detach(|| self.inner.batch_in(&ns.name, refill))
-            .map_err(|e| errors::minter(&e))?;
+        let batch =
+            py.detach(|| self.inner.batch_in(&ns.name, refill)).map_err(|e| errors::minter(&e))?;
         let mut buffer = self.buffer(ns);
         let used_up = buffer.ids.is_empty();
         buffer.take(batch, used_up).ok_or_else(|| Class::Error.err("the engine issued no id"))
@@ -276,7 +299,8 @@ impl Minter {
     ///
     /// `data_dir`: claims and marks (default `idmint-data`; several processes may share one).
     /// `postgres`: a connection string; claims and marks then live in Postgres. `etcd`: a
-    /// list of endpoints (builds that support it). `namespaces`: a dict of name to layout
+    /// list of client URLs of an etcd cluster (a build with feature `etcd`), and
+    /// `etcd_prefix` where its keys go (default `idmint/`, as `idmint serve --etcd-prefix`). `namespaces`: a dict of name to layout
     /// name or to a dict of settings (`layout`, `type_prefix`, `custom_layout`, ...), or a
     /// list of names (Snowflake IDs); the first is the default of `next()` and `batch()`.
     /// `layout`: the layout of the one namespace `default` when `namespaces` is not given.
@@ -285,7 +309,8 @@ impl Minter {
     /// generator ID at its first call) or `"refuse"` (a child's calls raise `ForkedError`).
     #[new]
     #[pyo3(signature = (
-        *, data_dir = None, postgres = None, etcd = None, namespaces = None, layout = None,
+        *, data_dir = None, postgres = None, etcd = None, etcd_prefix = None, namespaces = None,
+        layout = None,
         window_ms = None, lease_ttl = None, max_batch = None, on_fork = "claim",
         _unsafe_no_fork_hook = false
     ))]
@@ -295,6 +320,7 @@ impl Minter {
         data_dir: Option<std::path::PathBuf>,
         postgres: Option<String>,
         etcd: Option<Vec<String>>,
+        etcd_prefix: Option<String>,
         namespaces: Option<&Bound<'_, PyAny>>,
         layout: Option<String>,
         window_ms: Option<u64>,
@@ -329,12 +355,11 @@ impl Minter {
         if let Some(dir) = &data_dir {
             builder = builder.data_dir(dir);
         }
-        if let Some(etcd) = etcd {
-            let _ = etcd;
-            return Err(Class::Config.err(
-                "etcd is not yet supported by this build of idmint; use data_dir= (one host) or \
-                 postgres=",
-            ));
+        if let Some(endpoints) = etcd {
+            builder = with_etcd(builder, endpoints, etcd_prefix)?;
+            store = "etcd".to_owned();
+        } else if etcd_prefix.is_some() {
+            return Err(Class::Config.err("etcd_prefix= goes with etcd="));
         }
         if let Some(url) = &postgres {
             builder = builder.postgres(url);
@@ -342,7 +367,9 @@ impl Minter {
         }
         if let Some(ttl) = lease_ttl {
             if !ttl.is_finite() || ttl < 0.0 {
-                return Err(Class::Config.err(format!("lease_ttl={ttl} is not a number of seconds")));
+                return Err(
+                    Class::Config.err(format!("lease_ttl={ttl} is not a number of seconds"))
+                );
             }
             builder = builder.lease_ttl(Duration::from_secs_f64(ttl));
         }
@@ -350,18 +377,31 @@ impl Minter {
             "claim" => OnFork::Claim,
             "refuse" => OnFork::Refuse,
             other => {
-                return Err(Class::Config.err(format!("on_fork is \"claim\" or \"refuse\", not {other:?}")));
+                return Err(
+                    Class::Config.err(format!("on_fork is \"claim\" or \"refuse\", not {other:?}"))
+                );
             }
         });
-        let dir = data_dir.map_or_else(|| idmint::DEFAULT_DATA_DIR.to_owned(), |d| d.display().to_string());
-        Minter::build(py, builder, config.namespaces, format!("{store}, data_dir={dir:?}"), _unsafe_no_fork_hook)
+        let dir = data_dir
+            .map_or_else(|| idmint::DEFAULT_DATA_DIR.to_owned(), |d| d.display().to_string());
+        Minter::build(
+            py,
+            builder,
+            config.namespaces,
+            format!("{store}, data_dir={dir:?}"),
+            _unsafe_no_fork_hook,
+        )
     }
 
     /// A minter from the configuration file of `idmint serve --config` (TOML): its
     /// `data_dir`, `coordinator`, `postgres`, `lease_ttl` and `[server]` namespaces; the keys
     /// of serving (`listen`, `log`, ...) are accepted and ignored.
     #[classmethod]
-    fn from_config(_cls: &Bound<'_, pyo3::types::PyType>, py: Python<'_>, path: std::path::PathBuf) -> PyResult<Minter> {
+    fn from_config(
+        _cls: &Bound<'_, pyo3::types::PyType>,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+    ) -> PyResult<Minter> {
         let builder = idmint::Minter::from_config_file(&path).map_err(|e| errors::minter(&e))?;
         let shown = path.display().to_string();
         Minter::build(py, builder, file_namespaces(&shown), format!("config={shown:?}"), false)
@@ -386,7 +426,12 @@ impl Minter {
     /// for 64-bit IDs, `uuid.UUID` for UUIDs, `str` for TypeIDs and other text forms) or in
     /// `format` (`"int"`, `"uuid"`, `"ulid"`, `"typeid"`, `"hex"`, `"base62"`, ...).
     #[pyo3(signature = (namespace = None, format = None))]
-    fn next(&self, py: Python<'_>, namespace: Option<&str>, format: Option<&str>) -> PyResult<Py<PyAny>> {
+    fn next(
+        &self,
+        py: Python<'_>,
+        namespace: Option<&str>,
+        format: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
         let ns = self.namespace(namespace)?;
         let id = self.next_id(py, ns)?;
         match format {
@@ -398,11 +443,23 @@ impl Minter {
     /// `n` IDs of `namespace`, increasing, as a list (1 to the minter's `max_batch`, default
     /// 100,000), in the namespace's usual form or in `format`.
     #[pyo3(signature = (n, namespace = None, format = None))]
-    fn batch(&self, py: Python<'_>, n: u64, namespace: Option<&str>, format: Option<&str>) -> PyResult<Py<PyList>> {
+    fn batch(
+        &self,
+        py: Python<'_>,
+        n: u64,
+        namespace: Option<&str>,
+        format: Option<&str>,
+    ) -> PyResult<Py<PyList>> {
         let ns = self.namespace(namespace)?;
         let form = Minter::form(ns, format)?;
-        drop(self.buffer(ns));
         let ids = py.detach(|| self.inner.batch_in(&ns.name, n)).map_err(|e| errors::minter(&e))?;
+        if let Some(&last) = ids.last() {
+            // `next()` after this batch answers above it, as the engine would.
+            let mut buffer = self.buffer(ns);
+            let high = buffer.high.map_or(last, |h| h.max(last));
+            buffer.high = Some(high);
+            buffer.ids.retain(|id| *id > high);
+        }
         form.list(py, &ids)
     }
 
