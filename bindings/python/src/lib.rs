@@ -1,5 +1,5 @@
 //! The extension module `idmint._idmint` of the Python package `idmint`: the embedded minter
-//! ([`minter::Minter`]), the client of a fleet ([`client::Client`]), and the functions on IDs
+//! (`Minter`), the client of a fleet (`Client`), and the functions on IDs
 //! (`decode`, `layouts`, `explain`, `obfuscate`, `reveal`). The Python package
 //! (`bindings/python/python/idmint`) re-exports them with the exception classes and the fork
 //! hook; `bindings/python/README.md` is the user's guide.

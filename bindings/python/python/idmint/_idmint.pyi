@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 _Id = Union[int, str, uuid.UUID]
-_Namespaces = Union[Mapping[str, Union[str, Mapping[str, Any], None]], Sequence[str]]
+_Namespaces = Union[Mapping[str, Any], Sequence[str]]
 
 class Minter:
     """Unique IDs in this process: an embedded, fleet-safe minter. Several processes may
