@@ -1,8 +1,7 @@
 //! Switches the negative controls on (`--cfg idmint_negative_controls`) when the build's
-//! environment has `IDMINT_NEGATIVE_CONTROLS=1`, and never otherwise: no dependency and no
-//! `--all-features` can. DESIGN.md, "Negative controls behind a cfg", says why it is an
-//! environment variable and not a cargo feature or `RUSTFLAGS`. idmint-core, idmint-coord and
-//! idmint-cli carry this same file (the tidy test keeps the copies equal).
+//! environment has `IDMINT_NEGATIVE_CONTROLS=1`, and never otherwise, as the build scripts of
+//! idmint-core, idmint-coord and idmint-cli do: here it lets a test build take the minter's
+//! `_unsafe_no_fork_hook` (scripts/test-python builds with it; `pip install` never does).
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(idmint_negative_controls)");

@@ -43,6 +43,9 @@ const MAX_REFILL: u64 = 256;
 #[derive(Debug)]
 struct Namespace {
     name: String,
+    /// The name as an interned Python string: a call that names the namespace with a literal
+    /// passes this very object, found by its address without reading the text.
+    py_name: Py<PyString>,
     layout: Layout,
     prefix: Option<TypePrefix>,
     form: Form,
@@ -226,6 +229,7 @@ impl Minter {
                     .map_err(|e| errors::core(&e))?;
                 let form = Form::of(&layout, prefix.as_ref(), None)?;
                 Ok(Namespace {
+                    py_name: PyString::intern(py, &config.name).unbind(),
                     name: config.name,
                     layout,
                     prefix,
@@ -252,6 +256,16 @@ impl Minter {
             Class::Namespace
                 .err(format!("no namespace `{shown}`; this minter has {}", known.join(", ")))
         })
+    }
+
+    /// The namespace a call names (`None`: the first): by the address of the interned name
+    /// first, else by its text.
+    fn namespace_of(&self, name: Option<&Bound<'_, PyString>>) -> PyResult<&Namespace> {
+        let Some(name) = name else { return Ok(&self.namespaces[0]) };
+        match self.namespaces.iter().find(|ns| ns.py_name.as_ptr() == name.as_ptr()) {
+            Some(ns) => Ok(ns),
+            None => self.namespace(Some(&name.to_cow()?)),
+        }
     }
 
     /// The form of a call: the namespace's, or `format`.
@@ -429,10 +443,10 @@ impl Minter {
     fn next(
         &self,
         py: Python<'_>,
-        namespace: Option<&str>,
+        namespace: Option<&Bound<'_, PyString>>,
         format: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
-        let ns = self.namespace(namespace)?;
+        let ns = self.namespace_of(namespace)?;
         let id = self.next_id(py, ns)?;
         match format {
             None => ns.form.to_py(py, id),
