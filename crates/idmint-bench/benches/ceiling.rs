@@ -1,5 +1,6 @@
 //! How close a 12-bit snowflake generator comes to its ceiling of 4,096 IDs per millisecond
-//! with a real clock, on one thread and on two threads sharing one generator.
+//! with a real clock, on one thread and on two threads sharing one generator, and the
+//! embedded `Minter` on one to eight threads.
 //!
 //! Each row issues IDs as fast as it can for [`RUN`] of wall-clock time, waiting (by spinning
 //! or sleeping, as the row says) whenever the millisecond's sequence is used up, and reports
@@ -140,4 +141,23 @@ fn main() {
             snowflaked.generate::<u64>()
         });
     }
+
+    // The embedded minter with its defaults (the snowflake layout, a data directory, the
+    // window stored ahead), from 1 to 8 threads on one namespace, beside ferroid at 8.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let minter =
+        idmint::Minter::builder().data_dir(dir.path()).build_blocking().expect("the minter starts");
+    for threads in [1, 2, 8] {
+        row("idmint Minter (BlockingMinter::next_as::<u64>, defaults)", threads, &|| {
+            minter.next_as::<u64>().expect("minter failed")
+        });
+    }
+    minter.close().expect("the minter closes");
+    let ferroid = AtomicSnowflakeGenerator::<SnowflakeTwitterId, _>::new(
+        7,
+        MonotonicClock::<1>::with_epoch(TWITTER_EPOCH),
+    );
+    row("ferroid AtomicSnowflakeGenerator, Twitter layout (MonotonicClock, spin)", 8, &|| {
+        ferroid.next_id(|_| spin_loop()).to_raw()
+    });
 }

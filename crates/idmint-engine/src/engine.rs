@@ -12,7 +12,7 @@ use idmint_proto::NamespaceInfo;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    Backends, Error, ServerConfig, WallClock,
+    Backends, Error, Quick, ServerConfig, WallClock,
     clock::Clocks,
     clock_watch, issuer,
     metrics::{self},
@@ -286,6 +286,64 @@ impl Engine {
         let mut ids = Vec::new();
         self.issue_into(self.namespace(namespace)?, count, &mut ids).await?;
         Ok(ids)
+    }
+
+    /// One ID of a namespace already looked up ([`Engine::namespace`]): [`Engine::issue`] for
+    /// a count of 1, without allocating when an ID is ready at once (the embedded minter's
+    /// `next`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::issue`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::MemoryCoordinator;
+    /// use idmint_core::SystemClock;
+    /// use idmint_engine::{Engine, ServerConfig};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let engine = Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+    /// let ns = engine.namespace("default")?;
+    /// assert!(engine.issue_one(ns).await? < engine.issue_one(ns).await?);
+    /// engine.shutdown().await?;
+    /// # Ok::<(), idmint_engine::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn issue_one(&self, ns: &Namespace) -> Result<idmint_core::AnyId, Error> {
+        ns.issue_one(&self.clocks, self.config.max_wait_ms).await
+    }
+
+    /// [`Engine::issue_one`] when an ID is ready at once, without a future; otherwise whether
+    /// one is due within a tick ([`Quick::NextTick`]) or the call must take
+    /// [`Engine::issue_one`] ([`Quick::Slow`]: a wait for a claim or a window, or a refusal).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::MemoryCoordinator;
+    /// use idmint_core::SystemClock;
+    /// use idmint_engine::{Engine, Quick, ServerConfig};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let engine = Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+    /// let ns = engine.namespace("default")?;
+    /// let id = match engine.try_issue_one(ns) {
+    ///     Quick::Done(done) => done?,
+    ///     Quick::NextTick | Quick::Slow => engine.issue_one(ns).await?,
+    /// };
+    /// assert_eq!(id.bits(), 64);
+    /// engine.shutdown().await?;
+    /// # Ok::<(), idmint_engine::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn try_issue_one(&self, ns: &Namespace) -> Quick {
+        ns.try_issue_one(&self.clocks)
     }
 
     /// [`Engine::issue`] for a namespace of 64-bit IDs, appending them to `out` as bare

@@ -72,6 +72,14 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
         0
     }
 
+    /// One ID at once, when one is ready without waiting (the common case of a call for one
+    /// ID; the namespace counts it); otherwise whether one is due within a tick, or the call
+    /// must go down [`issue_into`](Self::issue_into), which waits, extends or refuses as it
+    /// must.
+    fn try_issue_one(&self, _clocks: &Clocks) -> Quick {
+        Quick::Slow
+    }
+
     /// Appends `count` IDs to `ids` in increasing order, waiting at most `max_wait_ms`. On an
     /// error the caller drops what it got (a store issuer leaves `ids` as it was).
     fn issue_into<'a>(
@@ -101,6 +109,19 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
         &'a self,
         coordinator: &'a dyn Coordinator,
     ) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// What a call for one ID found without waiting ([`Engine::try_issue_one`](crate::Engine::try_issue_one)).
+#[derive(Debug)]
+pub enum Quick {
+    /// The ID, or the call's error.
+    Done(Result<AnyId, Error>),
+    /// The tick's IDs are used up: one is due within a tick. A caller that may spin or yield
+    /// that long tries again; one that may not takes the full path.
+    NextTick,
+    /// The call takes the full path ([`Engine::issue_one`](crate::Engine::issue_one)): it
+    /// waits for a claim or a window, or is refused.
+    Slow,
 }
 
 /// The first wait between attempts to claim a generator ID (or start a store) again; the

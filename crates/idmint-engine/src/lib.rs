@@ -60,7 +60,7 @@ pub use crate::{
     },
     engine::Engine,
     error::Error,
-    issuer::{BeBytes, IdSink, Publish, count_error},
+    issuer::{BeBytes, IdSink, Publish, Quick, count_error},
     metrics::{NamespaceCounters, NamespaceStatus, resident_bytes},
     namespace::{Namespace, load_public_id_keys},
 };

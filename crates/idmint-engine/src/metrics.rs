@@ -13,8 +13,14 @@ use std::{
 /// Counters and gauges of one namespace.
 #[derive(Debug, Default)]
 pub(crate) struct NamespaceMetrics {
+    /// IDs issued, but for those of `single_ids`.
     pub(crate) ids_issued: AtomicU64,
+    /// Calls for IDs, but for those of `single_ids`.
     pub(crate) requests: AtomicU64,
+    /// Calls for one ID served at once (the embedded minter's `next`): one ID and one request
+    /// each, counted with one atomic add instead of two; read through
+    /// [`ids_issued`](Self::ids_issued) and [`requests`](Self::requests).
+    pub(crate) single_ids: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) sequence_exhaustions: AtomicU64,
     pub(crate) waited_ms: AtomicU64,
@@ -36,6 +42,16 @@ impl NamespaceMetrics {
         counter.fetch_add(n, Relaxed);
     }
 
+    /// Every ID issued.
+    pub(crate) fn ids_issued(&self) -> u64 {
+        self.ids_issued.load(Relaxed).wrapping_add(self.single_ids.load(Relaxed))
+    }
+
+    /// Every call for IDs, single and batch.
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Relaxed).wrapping_add(self.single_ids.load(Relaxed))
+    }
+
     pub(crate) fn clock_backward(&self, step_ms: u64) {
         self.clock_backward_events.fetch_add(1, Relaxed);
         self.clock_backward_ms_total.fetch_add(step_ms, Relaxed);
@@ -48,8 +64,8 @@ impl NamespaceMetrics {
     pub(crate) fn snapshot(&self) -> NamespaceCounters {
         let load = |c: &AtomicU64| c.load(Relaxed);
         NamespaceCounters {
-            ids_issued: load(&self.ids_issued),
-            requests: load(&self.requests),
+            ids_issued: self.ids_issued(),
+            requests: self.requests(),
             batches: load(&self.batches),
             sequence_exhaustions: load(&self.sequence_exhaustions),
             waited_ms: load(&self.waited_ms),
@@ -182,11 +198,9 @@ pub(crate) fn render_issuing(out: &mut String, namespaces: &[NamespaceGauges<'_>
         }
     };
     let load = |c: &AtomicU64| c.load(Relaxed);
-    per_ns(out, "idmint_ids_issued_total", "counter", "IDs issued.", &|n| {
-        load(&n.metrics.ids_issued)
-    });
+    per_ns(out, "idmint_ids_issued_total", "counter", "IDs issued.", &|n| n.metrics.ids_issued());
     per_ns(out, "idmint_requests_total", "counter", "Requests for IDs (single and batch).", &|n| {
-        load(&n.metrics.requests)
+        n.metrics.requests()
     });
     per_ns(out, "idmint_batches_total", "counter", "Batch requests served.", &|n| {
         load(&n.metrics.batches)

@@ -12,7 +12,7 @@ use crate::{
     Backends, Error, NamespaceConfig, ServerConfig, ShardKeys, Source,
     clock::Clocks,
     issuer::{
-        IdSink, Issuer, Shared, counters::Counters, generator::GeneratorIssuer, redis,
+        IdSink, Issuer, Quick, Shared, counters::Counters, generator::GeneratorIssuer, redis,
         redis::Redis, segment::Segment, store::Stored,
     },
     metrics::{NamespaceGauges, NamespaceMetrics, NamespaceStatus},
@@ -266,6 +266,52 @@ impl Namespace {
         }
         self.count_call(count);
         Ok(())
+    }
+
+    /// One ID at once, as [`issue_into`](Self::issue_into) for a count of 1 would give it,
+    /// when the issuer has one ready without waiting; `None` when the call must take
+    /// [`issue_one`](Self::issue_one). No sink, no boxed future: the embedded minter's `next`.
+    pub(crate) fn try_issue_one(&self, clocks: &Clocks) -> Quick {
+        let id = match self.issuer.try_issue_one(clocks) {
+            Quick::Done(Ok(id)) => id,
+            other => return other,
+        };
+        let metrics = &self.shared.metrics;
+        Quick::Done(match self.publish_one(id) {
+            Ok(id) => {
+                NamespaceMetrics::add(&metrics.single_ids, 1);
+                Ok(id)
+            }
+            Err(e) => {
+                NamespaceMetrics::add(&metrics.ids_issued, 1);
+                Err(e)
+            }
+        })
+    }
+
+    /// One ID, waiting at most `max_wait_ms` as [`issue_into`](Self::issue_into) does.
+    pub(crate) async fn issue_one(
+        &self,
+        clocks: &Clocks,
+        max_wait_ms: u64,
+    ) -> Result<AnyId, Error> {
+        if let Quick::Done(done) = self.try_issue_one(clocks) {
+            return done;
+        }
+        let mut ids = Vec::with_capacity(1);
+        self.issuer.issue_into(clocks, 1, max_wait_ms, &mut ids).await?;
+        let id = ids.pop().ok_or_else(|| Error::NotReady(self.name.clone()))?;
+        let id = self.publish_one(id)?;
+        self.count_call(1);
+        Ok(id)
+    }
+
+    /// A single issued ID's public form, when the namespace hands them out.
+    fn publish_one(&self, id: AnyId) -> Result<AnyId, Error> {
+        match &self.public {
+            Some(public) => public.obfuscate(id).map_err(|e| self.public_exhausted(e)),
+            None => Ok(id),
+        }
     }
 
     /// The shard keys a request may choose: `None` unless the layout's IDs carry one.

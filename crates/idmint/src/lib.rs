@@ -51,6 +51,7 @@ pub use idmint_client as client;
 mod blocking;
 mod error;
 mod minter;
+mod process;
 mod settings;
 
 pub use idmint_core::{

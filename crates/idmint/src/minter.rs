@@ -11,17 +11,18 @@ use std::{
 
 use arc_swap::ArcSwap;
 use idmint_core::{AnyId, Layout, SystemClock};
-use idmint_engine::{Backends, Engine};
+use idmint_engine::{Backends, Engine, Quick};
 
 use crate::{
     Error,
+    process::Process,
     settings::{Builder, OnFork, Settings},
 };
 
 /// One engine and the process that started it (and holds its claims).
 #[derive(Debug)]
 struct Running {
-    pid: u32,
+    process: Process,
     engine: Arc<Engine>,
 }
 
@@ -52,6 +53,11 @@ struct Running {
 #[derive(Debug)]
 pub struct Minter {
     settings: Settings,
+    /// The engine this minter started, and where: read without an atomic write by every call
+    /// of the process that built the minter (the common case).
+    started: Arc<Engine>,
+    started_in: Process,
+    /// The engine of the process that runs now: `started`, or a forked child's own.
     current: ArcSwap<Running>,
     /// Held while a forked child starts its own engine.
     restart: tokio::sync::Mutex<()>,
@@ -134,9 +140,12 @@ impl Minter {
 
     pub(crate) async fn start(settings: Settings) -> Result<Minter, Error> {
         let engine = start_engine(&settings).await?;
+        let process = Process::current();
         Ok(Minter {
             settings,
-            current: ArcSwap::from_pointee(Running { pid: std::process::id(), engine }),
+            started: Arc::clone(&engine),
+            started_in: process,
+            current: ArcSwap::from_pointee(Running { process, engine }),
             restart: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
         })
@@ -148,14 +157,13 @@ impl Minter {
             return Err(Error::Closed);
         }
         let running = self.current.load();
-        let pid = std::process::id();
-        if running.pid == pid {
+        if running.process.is_current() {
             return Ok(Arc::clone(&running.engine));
         }
-        let parent = running.pid;
+        let parent = running.process.pid();
         drop(running);
         match self.settings.on_fork {
-            OnFork::Refuse => Err(Error::Forked { parent, child: pid }),
+            OnFork::Refuse => Err(Error::Forked { parent, child: std::process::id() }),
             OnFork::Claim => self.claim_in_child().await,
         }
     }
@@ -165,13 +173,13 @@ impl Minter {
     /// persisted, released or dropped here.
     async fn claim_in_child(&self) -> Result<Arc<Engine>, Error> {
         let _restarting = self.restart.lock().await;
-        let pid = std::process::id();
         let running = self.current.load_full();
-        if running.pid == pid {
+        if running.process.is_current() {
             return Ok(Arc::clone(&running.engine));
         }
         let engine = start_engine(&self.settings).await?;
-        let parents = self.current.swap(Arc::new(Running { pid, engine: Arc::clone(&engine) }));
+        let process = Process::current();
+        let parents = self.current.swap(Arc::new(Running { process, engine: Arc::clone(&engine) }));
         std::mem::forget(parents);
         std::mem::forget(running);
         Ok(engine)
@@ -195,8 +203,11 @@ impl Minter {
     /// # }).unwrap();
     /// ```
     pub async fn next(&self) -> Result<AnyId, Error> {
+        if let Quick::Done(done) = self.try_next(None) {
+            return done.map_err(Error::from);
+        }
         let engine = self.engine().await?;
-        let ns = engine.default_namespace().to_owned();
+        let ns = engine.namespaces().first().map(|ns| ns.name.clone()).unwrap_or_default();
         one(&engine, &ns).await
     }
 
@@ -219,8 +230,30 @@ impl Minter {
     /// # }).unwrap();
     /// ```
     pub async fn next_in(&self, namespace: &str) -> Result<AnyId, Error> {
+        if let Quick::Done(done) = self.try_next(Some(namespace)) {
+            return done.map_err(Error::from);
+        }
         let engine = self.engine().await?;
         one(&engine, namespace).await
+    }
+
+    /// The next ID of a namespace (the first one for `None`) when this process's own engine
+    /// has one ready at once: a few atomic operations and one clock reading, no future, no
+    /// allocation. Otherwise [`Quick::NextTick`] (one is due within a tick), or
+    /// [`Quick::Slow`] for the full path (a closed minter, a forked child, an unknown
+    /// namespace, a wait for a window or a claim).
+    pub(crate) fn try_next(&self, namespace: Option<&str>) -> Quick {
+        if self.closed.load(Ordering::Acquire) {
+            return Quick::Slow;
+        }
+        if self.started_in.is_current() {
+            return try_next_on(&self.started, namespace);
+        }
+        let running = self.current.load();
+        if !running.process.is_current() {
+            return Quick::Slow;
+        }
+        try_next_on(&running.engine, namespace)
     }
 
     /// The next ID of the first namespace as a typed ID: [`Snowflake`](crate::Snowflake),
@@ -343,7 +376,7 @@ impl Minter {
     /// ```
     pub fn generator_id(&self, namespace: &str) -> Result<Option<u64>, Error> {
         let running = self.current.load();
-        if running.pid != std::process::id() {
+        if !running.process.is_current() {
             return Ok(None);
         }
         let ns = running.engine.namespace(namespace).map_err(|e| unknown(&running.engine, e))?;
@@ -373,7 +406,7 @@ impl Minter {
             return Ok(());
         }
         let running = self.current.load_full();
-        if running.pid != std::process::id() {
+        if !running.process.is_current() {
             // The parent's engine: not ours to close.
             std::mem::forget(running);
             return Ok(());
@@ -390,9 +423,14 @@ impl Drop for Minter {
     /// process's), and every window was stored before an ID in it was issued.
     fn drop(&mut self) {
         let running = self.current.load_full();
-        if running.pid != std::process::id() {
+        if !running.process.is_current() {
+            // Each forgotten clone keeps a reference that the fields' own drops cannot free.
             std::mem::forget(running);
+            std::mem::forget(Arc::clone(&self.started));
             return;
+        }
+        if !self.started_in.is_current() {
+            std::mem::forget(Arc::clone(&self.started));
         }
         if !self.closed.swap(true, Ordering::AcqRel)
             && let Ok(handle) = tokio::runtime::Handle::try_current()
@@ -416,9 +454,18 @@ async fn start_engine(settings: &Settings) -> Result<Arc<Engine>, Error> {
     Ok(engine)
 }
 
+/// [`Minter::try_next`] on one engine.
+fn try_next_on(engine: &Engine, namespace: Option<&str>) -> Quick {
+    let ns = match namespace {
+        None => engine.namespaces().first(),
+        Some(name) => engine.namespace(name).ok(),
+    };
+    ns.map_or(Quick::Slow, |ns| engine.try_issue_one(ns))
+}
+
 async fn one(engine: &Engine, namespace: &str) -> Result<AnyId, Error> {
-    let ids = issue(engine, namespace, 1).await?;
-    ids.into_iter().next().ok_or(Error::Engine(idmint_engine::Error::NotReady(namespace.into())))
+    let ns = engine.namespace(namespace).map_err(|e| unknown(engine, e))?;
+    engine.issue_one(ns).await.map_err(|e| unknown(engine, e))
 }
 
 async fn issue(engine: &Engine, namespace: &str, count: u64) -> Result<Vec<AnyId>, Error> {

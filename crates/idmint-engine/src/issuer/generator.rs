@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Backends, Error, ServerConfig,
     clock::Clocks,
-    issuer::{Backoff, BoxFuture, IdSink, Issuer, Shared},
+    issuer::{Backoff, BoxFuture, IdSink, Issuer, Quick, Shared},
     metrics::NamespaceMetrics,
 };
 
@@ -72,13 +72,23 @@ impl Active {
 
     /// Logical time now: never backwards, following the monotonic clock. Counts backward
     /// steps of the wall clock on the way.
-    fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics) -> u64 {
+    /// On the hot path (`hot`), the monotonic clock is read only when the wall clock is
+    /// behind logical time ([`Anchor::now_ms_with`]); a call that waits reads both, so that a
+    /// wall clock standing still never stalls it. The last wall reading is written only when
+    /// it changed: every call comes through here.
+    fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics, hot: bool) -> u64 {
         let wall = clocks.wall_ms();
-        let previous = self.last_wall_ms.swap(wall, Ordering::Relaxed);
-        if wall < previous {
-            metrics.clock_backward(previous - wall);
+        if self.last_wall_ms.load(Ordering::Relaxed) != wall {
+            let previous = self.last_wall_ms.swap(wall, Ordering::Relaxed);
+            if wall < previous {
+                metrics.clock_backward(previous - wall);
+            }
         }
-        self.anchor.now_ms(wall, clocks.mono_ms())
+        if hot {
+            self.anchor.now_ms_with(wall, || clocks.mono_ms())
+        } else {
+            self.anchor.now_ms(wall, clocks.mono_ms())
+        }
     }
 }
 
@@ -282,7 +292,8 @@ impl GeneratorIssuer {
             if claim_usable(active.claim.state()) {
                 self.extend_if_needed(lane, &active, coordinator.as_ref(), &clocks, window_ms)
                     .await;
-            } else if active.now(&clocks, &self.ns.metrics) > active.mark_ms.load(Ordering::Acquire)
+            } else if active.now(&clocks, &self.ns.metrics, false)
+                > active.mark_ms.load(Ordering::Acquire)
             {
                 // The claim is gone and its stored window is used up: nothing more can be
                 // issued safely with this generator ID. Drop all of its state.
@@ -306,7 +317,7 @@ impl GeneratorIssuer {
         window_ms: u64,
     ) {
         let Some(last) = active.generator.last_ms() else { return };
-        let base = active.now(clocks, &self.ns.metrics).max(last);
+        let base = active.now(clocks, &self.ns.metrics, false).max(last);
         let mark = active.mark_ms.load(Ordering::Acquire);
         if mark >= base + window_ms / 2 {
             return;
@@ -373,7 +384,7 @@ impl GeneratorIssuer {
                 }
                 return Err(Error::NotReady(self.ns.name.clone()));
             };
-            let now = active.now(clocks, &self.ns.metrics);
+            let now = active.now(clocks, &self.ns.metrics, false);
             let want = count - issued(ids);
             let reserved = match shard_key {
                 None => active.generator.next_batch(now, want),
@@ -504,6 +515,25 @@ impl Issuer for GeneratorIssuer {
         let ahead =
             |lane: &Lane| lane.active.load().as_ref().map_or(0, |a| a.ahead_of_wall_ms(wall, mono));
         self.lanes.iter().map(ahead).max().unwrap_or(0)
+    }
+
+    fn try_issue_one(&self, clocks: &Clocks) -> Quick {
+        let lanes = self.lanes.len();
+        let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
+        let active = self.lanes[index].active.load();
+        let Some(active) = active.as_ref() else { return Quick::Slow };
+        let now = active.now(clocks, &self.ns.metrics, true);
+        match active.generator.next(now) {
+            Ok(Next::Ready(id)) => Quick::Done(Ok(id)),
+            // With one lane, the sequence is used up until the next tick; with several,
+            // another lane may have IDs, which the full path looks for.
+            Ok(Next::Wait { until_ms }) if lanes == 1 && until_ms <= now.saturating_add(1) => {
+                Quick::NextTick
+            }
+            // Longer waits, an exhausted window and refusals take the full path, which counts
+            // them.
+            _ => Quick::Slow,
+        }
     }
 
     fn issue_into<'a>(
