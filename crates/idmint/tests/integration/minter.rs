@@ -139,7 +139,8 @@ async fn the_configuration_file_of_idmint_serve_builds_a_minter() {
 
     for (text, says) in [
         ("colour = \"blue\"\n", "unknown field `colour`"),
-        ("etcd = [\"http://127.0.0.1:2379\"]\n", "etcd is not supported"),
+        ("etcd = [\"http://127.0.0.1:2379\"]\netcd_scheme = \"lable-org\"\n", "LableOrg"),
+        ("coordinator = \"etcd\"\n", "needs `etcd = [URL]`"),
         ("coordinator = \"postgres\"\n", "needs `postgres = URL`"),
     ] {
         std::fs::write(&file, text).expect("write");
