@@ -14,7 +14,7 @@ use std::{
     collections::VecDeque,
     sync::{
         Mutex, MutexGuard,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -119,6 +119,8 @@ pub(crate) struct Minter {
     generation: AtomicU64,
     /// The negative control: no fork hook, buffers that never go stale.
     unsafe_no_fork_hook: bool,
+    /// Set by `close()`: no ID leaves a buffer after it.
+    closed: AtomicBool,
 }
 
 /// A namespace as given to `Minter(namespaces=...)`: a layout name, or a dict of its settings
@@ -244,6 +246,7 @@ impl Minter {
             store,
             generation: AtomicU64::new(crate::fork_generation()),
             unsafe_no_fork_hook,
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -292,6 +295,9 @@ impl Minter {
 
     /// The next ID of `ns`: prefetched, or the first of a new batch.
     fn next_id(&self, py: Python<'_>, ns: &Namespace) -> PyResult<AnyId> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(errors::minter(&idmint::Error::Closed));
+        }
         let refill = {
             let mut buffer = self.buffer(ns);
             if let Some(id) = buffer.pop(self.unsafe_no_fork_hook) {
@@ -500,6 +506,7 @@ impl Minter {
     /// Stores every namespace's mark and releases every claim; later calls raise
     /// `ClosedError`. Closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.closed.store(true, Ordering::Release);
         for ns in &self.namespaces {
             ns.buffer.lock().unwrap_or_else(|e| e.into_inner()).ids.clear();
         }
