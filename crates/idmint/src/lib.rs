@@ -55,8 +55,9 @@ mod process;
 mod settings;
 
 pub use idmint_core::{
-    AnyId, DecimalId, Flake, Format, HotGuid, IdForm, IdText, Js53, Lable, Layout, Snowflake,
-    Sonyflake, SonyflakeV2, TraceId, TypePrefix, Uuid7, detect, parse_typeid, typeid_text,
+    AnyId, Clock, DecimalId, Flake, Format, HotGuid, IdForm, IdText, Js53, Lable, Layout,
+    Snowflake, Sonyflake, SonyflakeV2, SystemClock, TraceId, TypePrefix, Uuid7, detect,
+    parse_typeid, typeid_text,
 };
 pub use idmint_engine::{NamespaceConfig, ServerConfig};
 

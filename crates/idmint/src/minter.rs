@@ -10,7 +10,7 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use idmint_core::{AnyId, Layout, SystemClock};
+use idmint_core::{AnyId, Layout};
 use idmint_engine::{Backends, Engine, Quick};
 
 use crate::{
@@ -448,7 +448,7 @@ async fn start_engine(settings: &Settings) -> Result<Arc<Engine>, Error> {
     let engine = Engine::start_with(
         settings.config.clone(),
         Backends::new(coordinator),
-        Arc::new(SystemClock),
+        Arc::clone(&settings.clock.0),
     )
     .await?;
     Ok(engine)

@@ -9,7 +9,8 @@ use std::{
 };
 
 use idmint_coord::{Coordinator, FileCoordinator};
-use idmint_engine::{NamespaceConfig, ServerConfig};
+use idmint_core::{Clock, SystemClock};
+use idmint_engine::{NamespaceConfig, ServerConfig, WallClock};
 use serde::Deserialize;
 
 use crate::{Error, Minter, blocking::BlockingMinter};
@@ -76,6 +77,17 @@ pub(crate) struct Settings {
     pub(crate) store: Store,
     pub(crate) config: ServerConfig,
     pub(crate) on_fork: OnFork,
+    pub(crate) clock: WallClockSetting,
+}
+
+/// The wall clock a minter reads: the system clock unless [`Builder::clock`] set another.
+#[derive(Clone)]
+pub(crate) struct WallClockSetting(pub(crate) WallClock);
+
+impl std::fmt::Debug for WallClockSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WallClock({} ms)", self.0.now_ms())
+    }
 }
 
 /// Builds a [`Minter`]: [`Minter::builder`].
@@ -111,6 +123,7 @@ pub struct Builder {
     lease_ttl: Option<Duration>,
     config: ServerConfig,
     on_fork: OnFork,
+    clock: WallClockSetting,
 }
 
 impl Builder {
@@ -123,6 +136,7 @@ impl Builder {
             lease_ttl: None,
             config: ServerConfig::default(),
             on_fork: OnFork::default(),
+            clock: WallClockSetting(Arc::new(SystemClock)),
         }
     }
 
@@ -280,6 +294,34 @@ impl Builder {
         self
     }
 
+    /// The wall clock the minter reads (default [`SystemClock`](crate::SystemClock)): time is
+    /// an input, so a test can drive a minter with a clock of its own and step it back. The
+    /// clock guard and the stored marks hold whatever it does.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::{Arc, atomic::{AtomicU64, Ordering::Relaxed}};
+    ///
+    /// struct Set(AtomicU64);
+    /// impl idmint::Clock for Set {
+    ///     fn now_ms(&self) -> u64 { self.0.load(Relaxed) }
+    /// }
+    ///
+    /// let clock = Arc::new(Set(AtomicU64::new(1_800_000_000_000)));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let minter = idmint::Minter::builder().data_dir(dir.path()).clock(clock.clone()).build_blocking()?;
+    /// let before = minter.next()?;
+    /// clock.0.store(1_799_999_000_000, Relaxed); // one second back
+    /// assert!(minter.next()? > before);
+    /// minter.close()?;
+    /// # Ok::<(), idmint::Error>(())
+    /// ```
+    pub fn clock(mut self, clock: Arc<dyn Clock + Send + Sync>) -> Builder {
+        self.clock = WallClockSetting(clock);
+        self
+    }
+
     /// Checks the settings, claims a generator ID for every namespace and stores each first
     /// window.
     ///
@@ -390,6 +432,7 @@ impl Builder {
             store,
             config,
             on_fork: self.on_fork,
+            clock: self.clock,
         })
     }
 
