@@ -140,9 +140,12 @@ pub(crate) struct KindReport {
     pub(crate) faults: Option<SpanReport>,
 }
 
-/// The kind of a client, from the name the harness gives it (`http3`, `grpc1`, `client0`).
+/// The kind of a client, from the name the harness gives it (`http3`, `grpc1`, `client0`,
+/// `app2.1`: an application process's first incarnation).
 fn kind(client: &str) -> &'static str {
-    if client.starts_with("http") {
+    if client.starts_with("app") {
+        "app"
+    } else if client.starts_with("http") {
         "http"
     } else if client.starts_with("grpc") {
         "grpc"
@@ -153,6 +156,13 @@ fn kind(client: &str) -> &'static str {
     }
 }
 
+/// Whose gaps a client's answers close: the client's, or for the incarnations of one
+/// application process (`app2.1`, `app2.2`), the application's (`app2`), so that its restarts
+/// count as the gaps they are.
+fn slot(client: &str) -> &str {
+    client.split_once('.').map_or(client, |(app, _)| app)
+}
+
 impl Availability {
     /// Takes one event of the history, in the order recorded.
     pub(crate) fn add(&mut self, event: &Event) {
@@ -160,7 +170,7 @@ impl Availability {
             Event::Invoke { client, t, began, .. } => {
                 let t = began.unwrap_or(*t);
                 self.seen(t);
-                let state = self.clients.entry(client.clone()).or_default();
+                let state = self.clients.entry(slot(client).to_owned()).or_default();
                 state.invoked = Some(t);
                 state.last_answer.get_or_insert(t);
             }
@@ -183,7 +193,7 @@ impl Availability {
     fn finish(&mut self, client: &str, t: u64, answered: bool) {
         self.seen(t);
         let fault = self.first_fault;
-        let Some(state) = self.clients.get_mut(client) else { return };
+        let Some(state) = self.clients.get_mut(slot(client)) else { return };
         let Some(invoked) = state.invoked.take() else { return };
         let last = state.last_answer.unwrap_or(invoked);
         if answered {

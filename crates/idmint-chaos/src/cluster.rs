@@ -1,21 +1,22 @@
 //! The processes of a run: `idmint serve` servers (each on fixed free loopback ports, so that a
-//! restart keeps its address; optionally under libfaketime with a time file the nemesis
-//! rewrites), started, killed, paused and restarted by PID only. Every server's output goes to
-//! its own log, which also tells the checker which generator IDs it claimed.
+//! restart keeps its address) and application processes (`idmint gen` on a store), optionally
+//! under libfaketime with a time file the nemesis rewrites, started, killed, paused and
+//! restarted by PID only. Every process's output goes to its own log, which also tells the
+//! checker which generator IDs it claimed.
 
 use std::{
     fs::File,
     io::{Read, Write},
     net::{SocketAddr, TcpStream},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, ChildStdout, Command, Stdio},
     time::{Duration, Instant},
 };
 
 use crate::{error::ChaosError, watch::Pids};
 
-/// How long a server may take to print its "serving" line.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to print its "serving" line (and an application its claim).
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Variables of the harness's environment that would change how `idmint` runs.
 const CLEARED_ENV: [&str; 6] = [
@@ -27,35 +28,33 @@ const CLEARED_ENV: [&str; 6] = [
     "IDMINT_LOG",
 ];
 
-/// One `idmint serve` the harness runs (and may restart).
+/// One process the harness runs (and may restart): an `idmint serve` ([`Node`]) or an
+/// application (`idmint gen` on a store, `scenario/embedded.rs`). Started, killed, paused and
+/// restarted by PID only; its stderr (and its stdout, unless the harness reads it) goes to
+/// `dir/<name>.log`.
 #[derive(Debug)]
-pub(crate) struct Node {
+pub(crate) struct Proc {
     /// Its name in histories.
     pub(crate) name: String,
     program: PathBuf,
     args: Vec<String>,
-    /// The faketime file, when the server runs under libfaketime.
+    /// The faketime file, when the process runs under libfaketime.
     faketime: Option<(PathBuf, PathBuf)>,
     log: PathBuf,
     child: Option<Child>,
     /// Whether it is stopped with SIGSTOP.
     pub(crate) paused: bool,
-    /// HTTP address.
-    pub(crate) http: SocketAddr,
-    /// gRPC address.
-    pub(crate) grpc: SocketAddr,
     /// How many times it was started.
     pub(crate) starts: u32,
     /// Another library to preload (the storage failpoint) and the variables it reads.
     pub(crate) preload: Option<(PathBuf, Vec<(String, String)>)>,
-    /// Where every start registers its PID under this server's name.
+    /// Where every start registers its PID under this process's name.
     pids: Pids,
 }
 
-impl Node {
-    /// A server that is not started yet: `idmint serve --listen <free> --grpc-listen <free>
-    /// <args>`, logging into `dir/<name>.log`, under libfaketime when `faketime` is the
-    /// library's path.
+impl Proc {
+    /// A process that is not started yet: `program <args>`, logging into `dir/<name>.log`,
+    /// under libfaketime when `faketime` is the library's path.
     pub(crate) fn new(
         name: &str,
         program: &Path,
@@ -63,10 +62,7 @@ impl Node {
         dir: &Path,
         faketime: Option<&Path>,
         pids: Pids,
-    ) -> Result<Node, ChaosError> {
-        let ports = idmint_coord::testing::free_ports(2)?;
-        let http = SocketAddr::from(([127, 0, 0, 1], ports[0]));
-        let grpc = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+    ) -> Result<Proc, ChaosError> {
         let faketime = match faketime {
             Some(lib) => {
                 let file = dir.join(format!("{name}.faketime"));
@@ -75,7 +71,7 @@ impl Node {
             }
             None => None,
         };
-        Ok(Node {
+        Ok(Proc {
             name: name.to_owned(),
             program: program.to_path_buf(),
             args,
@@ -83,8 +79,6 @@ impl Node {
             log: dir.join(format!("{name}.log")),
             child: None,
             paused: false,
-            http,
-            grpc,
             starts: 0,
             preload: None,
             pids,
@@ -104,9 +98,13 @@ impl Node {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Starts the process and waits for its "serving" line (not for readiness: a spare is
-    /// not ready at first).
-    pub(crate) fn start(&mut self) -> Result<(), ChaosError> {
+    /// Starts `program <lead> <args>` and registers its PID. Returns where its log stood
+    /// before, and its stdout when `read_stdout` (else stdout goes to the log too).
+    pub(crate) fn spawn(
+        &mut self,
+        lead: &[String],
+        read_stdout: bool,
+    ) -> Result<(u64, Option<ChildStdout>), ChaosError> {
         if self.child.is_some() {
             return Err(ChaosError::Server(format!("{} already runs", self.name)));
         }
@@ -117,15 +115,13 @@ impl Node {
             .open(&self.log)
             .map_err(ChaosError::io(format!("open {}", self.log.display())))?;
         let err = log.try_clone().map_err(ChaosError::io("share a log"))?;
+        let stdout = if read_stdout { Stdio::piped() } else { Stdio::from(log) };
         let mut command = Command::new(&self.program);
         command
-            .arg("serve")
-            .args(["--listen", &self.http.to_string(), "--grpc-listen", &self.grpc.to_string()])
-            // No load balancer waits here: stop accepting as soon as asked.
-            .args(["--shutdown-delay-ms", "0"])
+            .args(lead)
             .args(&self.args)
             .stdin(Stdio::null())
-            .stdout(log)
+            .stdout(stdout)
             .stderr(err)
             .env("NO_COLOR", "1");
         for name in CLEARED_ENV {
@@ -146,7 +142,7 @@ impl Node {
         if !preload.is_empty() {
             command.env("LD_PRELOAD", preload.join(" "));
         }
-        let child = command.spawn().map_err(ChaosError::io(format!(
+        let mut child = command.spawn().map_err(ChaosError::io(format!(
             "start {} ({})",
             self.name,
             self.program.display()
@@ -155,33 +151,22 @@ impl Node {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(child.id(), self.name.clone());
+        let stdout = child.stdout.take();
         self.child = Some(child);
         self.paused = false;
         self.starts += 1;
-        let started = Instant::now();
-        loop {
-            if self.log_since(offset).contains("idmint is serving") {
-                return Ok(());
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                self.child = None;
-                return Err(ChaosError::Server(format!(
-                    "{} exited at start ({status}):\n{}",
-                    self.name,
-                    self.log_since(offset)
-                )));
-            }
-            if started.elapsed() > START_TIMEOUT {
-                return Err(ChaosError::Server(format!("{} did not start in time", self.name)));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        Ok((offset, stdout))
+    }
+
+    /// Its exit status, once it has exited (then it no longer runs).
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())?;
+        self.child = None;
+        Some(status)
     }
 
     /// The log from byte `offset` on.
-    fn log_since(&self, offset: u64) -> String {
+    pub(crate) fn log_since(&self, offset: u64) -> String {
         let mut text = Vec::new();
         if let Ok(mut file) = File::open(&self.log) {
             let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset));
@@ -195,42 +180,22 @@ impl Node {
         self.log_since(0)
     }
 
-    /// Every generator ID any of its incarnations claimed (its "namespace ready" lines).
-    pub(crate) fn claimed(&self) -> Vec<u64> {
+    /// Every generator ID any of its incarnations claimed: the `generator_id=` of its log
+    /// lines that contain `marker`.
+    pub(crate) fn claimed_on(&self, marker: &str) -> Vec<u64> {
         let mut claimed: Vec<u64> = self
             .log_since(0)
             .lines()
-            .filter(|line| line.contains("namespace ready"))
+            .filter(|line| line.contains(marker))
             .filter_map(|line| {
                 let rest = &line[line.find("generator_id=")? + "generator_id=".len()..];
-                rest.split_whitespace().next()?.parse().ok()
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
             })
             .collect();
         claimed.sort_unstable();
         claimed.dedup();
         claimed
-    }
-
-    /// Whether `/readyz` answers 200.
-    pub(crate) fn ready(&self) -> bool {
-        http_status(self.http, "/readyz") == Some(200)
-    }
-
-    /// Waits up to `timeout` for readiness.
-    pub(crate) fn wait_ready(&self, timeout: Duration) -> Result<(), ChaosError> {
-        let started = Instant::now();
-        while !self.ready() {
-            if started.elapsed() > timeout {
-                return Err(ChaosError::Server(format!(
-                    "{} did not become ready within {} s; see {}",
-                    self.name,
-                    timeout.as_secs(),
-                    self.log.display()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
     }
 
     /// `kill -<signal>` on its PID.
@@ -300,12 +265,120 @@ impl Node {
     }
 }
 
-impl Drop for Node {
+impl Drop for Proc {
     fn drop(&mut self) {
         if self.paused {
             let _ = self.resume();
         }
         self.kill9();
+    }
+}
+
+/// One `idmint serve` the harness runs (and may restart), on fixed free loopback ports, so
+/// that a restart keeps its address. Everything of its process is its [`Proc`]'s.
+#[derive(Debug)]
+pub(crate) struct Node {
+    proc: Proc,
+    /// HTTP address.
+    pub(crate) http: SocketAddr,
+    /// gRPC address.
+    pub(crate) grpc: SocketAddr,
+}
+
+impl std::ops::Deref for Node {
+    type Target = Proc;
+
+    fn deref(&self) -> &Proc {
+        &self.proc
+    }
+}
+
+impl std::ops::DerefMut for Node {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.proc
+    }
+}
+
+impl Node {
+    /// A server that is not started yet: `idmint serve --listen <free> --grpc-listen <free>
+    /// <args>`, logging into `dir/<name>.log`, under libfaketime when `faketime` is the
+    /// library's path.
+    pub(crate) fn new(
+        name: &str,
+        program: &Path,
+        args: Vec<String>,
+        dir: &Path,
+        faketime: Option<&Path>,
+        pids: Pids,
+    ) -> Result<Node, ChaosError> {
+        let ports = idmint_coord::testing::free_ports(2)?;
+        let http = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+        let grpc = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+        let proc = Proc::new(name, program, args, dir, faketime, pids)?;
+        Ok(Node { proc, http, grpc })
+    }
+
+    /// Starts the process and waits for its "serving" line (not for readiness: a spare is
+    /// not ready at first).
+    pub(crate) fn start(&mut self) -> Result<(), ChaosError> {
+        let lead: Vec<String> = [
+            "serve",
+            "--listen",
+            &self.http.to_string(),
+            "--grpc-listen",
+            &self.grpc.to_string(),
+            // No load balancer waits here: stop accepting as soon as asked.
+            "--shutdown-delay-ms",
+            "0",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let (offset, _) = self.proc.spawn(&lead, false)?;
+        let started = Instant::now();
+        loop {
+            if self.log_since(offset).contains("idmint is serving") {
+                return Ok(());
+            }
+            if let Some(status) = self.proc.exited() {
+                return Err(ChaosError::Server(format!(
+                    "{} exited at start ({status}):\n{}",
+                    self.name,
+                    self.log_since(offset)
+                )));
+            }
+            if started.elapsed() > START_TIMEOUT {
+                return Err(ChaosError::Server(format!("{} did not start in time", self.name)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Every generator ID any of its incarnations claimed (its "namespace ready" lines).
+    pub(crate) fn claimed(&self) -> Vec<u64> {
+        self.claimed_on("namespace ready")
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub(crate) fn ready(&self) -> bool {
+        http_status(self.http, "/readyz") == Some(200)
+    }
+
+    /// Waits up to `timeout` for readiness.
+    pub(crate) fn wait_ready(&self, timeout: Duration) -> Result<(), ChaosError> {
+        let started = Instant::now();
+        while !self.ready() {
+            if started.elapsed() > timeout {
+                return Err(ChaosError::Server(format!(
+                    "{} did not become ready within {} s; see {}",
+                    self.name,
+                    timeout.as_secs(),
+                    self.log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
     }
 }
 

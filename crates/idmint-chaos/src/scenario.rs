@@ -15,6 +15,7 @@ use std::{
 
 use idmint_coord::testing::{EtcdCluster, libfaketime};
 
+mod embedded;
 mod etcd_restore;
 mod layout_end;
 mod pool;
@@ -199,6 +200,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         anchor: "T8",
         control: None,
         run: postgres::partition_server_postgres,
+    },
+    Scenario {
+        name: "embedded-fleet",
+        anchor: "T2, T3, T4, T5, T6",
+        control: Some(Control::ClockGuard),
+        run: embedded::embedded_fleet,
     },
     Scenario {
         name: "postgres-promotion-coordinator",

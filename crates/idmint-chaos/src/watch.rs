@@ -26,11 +26,13 @@ const EVERY: Duration = Duration::from_millis(300);
 pub(crate) type Pids = Arc<Mutex<HashMap<u32, String>>>;
 
 /// Where the claims and marks are: `idmint lease list` flags, and the store's number (a
-/// restored etcd is another store: marks are compared within one only).
+/// restored etcd is another store: marks are compared within one only). Several sets of flags
+/// are listed one after the other and make one poll: stores whose generator IDs are apart
+/// (the `embedded-fleet` scenario's Postgres and etcd fleets, in datacenters of their own).
 #[derive(Debug, Clone, Default)]
 struct Store {
     number: u32,
-    flags: Vec<String>,
+    flags: Vec<Vec<String>>,
 }
 
 /// The polling thread and what it reads.
@@ -56,7 +58,9 @@ impl Watcher {
                     let current = store.lock().unwrap_or_else(PoisonError::into_inner).clone();
                     if let Some(store) = current {
                         let t = recorder.now();
-                        if let Some(held) = poll(&lister, &store.flags, &pids) {
+                        let polls: Option<Vec<Vec<Holding>>> =
+                            store.flags.iter().map(|flags| poll(&lister, flags, &pids)).collect();
+                        if let Some(held) = polls.map(|p| p.concat()) {
                             let end = recorder.now();
                             let event = Event::Holders { t, end, store: store.number, held };
                             let _ = recorder.record(&[event]);
@@ -74,7 +78,14 @@ impl Watcher {
     pub(crate) fn watch(&self, flags: Vec<String>) {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         let number = store.as_ref().map_or(0, |s| s.number + 1);
-        *store = Some(Store { number, flags });
+        *store = Some(Store { number, flags: vec![flags] });
+    }
+
+    /// Polls another store along with the current one, in the same polls (their generator IDs
+    /// must be apart); the first store if none is watched yet.
+    pub(crate) fn watch_also(&self, flags: Vec<String>) {
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        store.get_or_insert_with(Store::default).flags.push(flags);
     }
 
     /// Whether a store is watched.

@@ -1,6 +1,6 @@
-//! The hidden `--unsafe-no-…` flags of `idmint serve`: negative controls that switch one
-//! protection off, so that the tests and the chaos harness can show they would catch what it
-//! lets through. They exist only in a binary compiled with `--cfg idmint_negative_controls`,
+//! The hidden `--unsafe-no-…` flags of `idmint serve` (and the clock guard's of `idmint gen`
+//! on a store): negative controls that switch one protection off, so that the tests and the
+//! chaos harness can show they would catch what it lets through. They exist only in a binary compiled with `--cfg idmint_negative_controls`,
 //! which `build.rs` sets when the build's environment has `IDMINT_NEGATIVE_CONTROLS=1`
 //! (`scripts/test-all` and the unsafe binary of `scripts/chaos`), never through a cargo feature,
 //! so no dependent and no `--all-features` build has them (DESIGN.md, "Negative controls behind
@@ -118,11 +118,39 @@ impl ControlArgs {
         );
         #[cfg(idmint_negative_controls)]
         if self.unsafe_no_clock_guard {
-            tracing::error!(
-                "UNSAFE: --unsafe-no-clock-guard: time follows the clock back; a negative control for tests only"
-            );
+            tracing::error!("{NO_CLOCK_GUARD}");
             idmint_core::disable_clock_guard_for_tests();
         }
         Ok(controls)
+    }
+}
+
+/// The line said when the clock guard is switched off.
+#[cfg(idmint_negative_controls)]
+const NO_CLOCK_GUARD: &str = "UNSAFE: --unsafe-no-clock-guard: time follows the clock back; a negative control for tests only";
+
+/// The hidden flag of `idmint gen` on a store: its embedded minter issues under the same
+/// clock guard as `idmint serve`, switched off by the same flag (the chaos harness's
+/// `embedded-fleet` control).
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct GenControlArgs {
+    /// TESTS ONLY (cfg `idmint_negative_controls`): logical time follows the wall clock back,
+    /// the chaos harness's negative control. Never use it to mint.
+    #[cfg(idmint_negative_controls)]
+    #[arg(long, hide = true)]
+    unsafe_no_clock_guard: bool,
+}
+
+impl GenControlArgs {
+    /// Switches the clock guard off when asked, with a loud line on stderr (`gen` has no log).
+    pub(crate) fn apply(&self) {
+        #[cfg(idmint_negative_controls)]
+        if self.unsafe_no_clock_guard {
+            #[allow(clippy::print_stderr, reason = "the one line that must not be missed")]
+            {
+                eprintln!("{NO_CLOCK_GUARD}");
+            }
+            idmint_core::disable_clock_guard_for_tests();
+        }
     }
 }

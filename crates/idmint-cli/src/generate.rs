@@ -1,10 +1,16 @@
 //! `idmint gen`: prints N unique IDs, one per line, from a generator on the system clock.
 //! Unique within the run; a later run with the same node fields starts in a later tick (the
 //! run outlives its last ID's tick), and a layout without time needs an explicit launch.
+//! With a store flag (`--data-dir`, `--postgres`, `--etcd`, `--config`), the IDs come from
+//! the embedded minter instead (`minter.rs`), safe against runs at the same time and a clock
+//! set back.
 //!
 //! The waiting is `idmint-runtime`'s (`BlockingGenerator::fill`); this module only sets the
 //! generator up and writes the IDs. It is the fast path of the CLI: one reused `String`, a
-//! `BufWriter` on locked stdout, and a progress bar touched once per chunk, never per ID.
+//! `BufWriter` on locked stdout, flushed once per chunk (so that a reader of a long run sees
+//! the IDs as they come), and a progress bar touched once per chunk, never per ID.
+
+mod minter;
 
 use std::io::{self, IsTerminal, Write};
 
@@ -35,7 +41,11 @@ const CHUNK: u64 = 1 << 13;
   idmint gen --layout uuid7 --format typeid --type-prefix user -n 3
   idmint gen --layout uuid7 --format ulid
   idmint gen --layout-file orders.toml -n 10 worker=5
-  idmint gen -n 3 --json")]
+  idmint gen -n 3 --json
+  idmint gen -n 1000000 --data-dir ./idmint-data > ids.txt
+  idmint gen -n 1000 --postgres postgresql://idmint@db/idmint --data-dir app
+  idmint gen -n 1000 --etcd http://etcd-0:2379,http://etcd-1:2379 --lease-ttl 5
+  idmint gen -n 10 --config /etc/idmint.toml --namespace orders")]
 pub(crate) struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
@@ -61,9 +71,13 @@ pub(crate) struct Args {
     /// Node fields as NAME=VALUE (datacenter, worker, shard, machine, node, node_no,
     /// generator_id, cluster_id, mode, launch_id, process, shard_key: whichever the layout
     /// has). Default: each node field's smallest value (shard 1 for icicle); for hot-guid,
-    /// `process` comes from the host name and the process id.
+    /// `process` comes from the host name and the process id. Not with a store, whose claim
+    /// sets them.
     #[arg(value_name = "NAME=VALUE")]
     node: Vec<String>,
+
+    #[command(flatten)]
+    store: minter::StoreArgs,
 }
 
 /// Parses `-n`: a whole number, at least 1.
@@ -76,6 +90,9 @@ fn parse_count(text: &str) -> Result<u64, String> {
 
 /// Runs `idmint gen`.
 pub(crate) fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
+    if args.store.given() {
+        return minter::run(args, out);
+    }
     let layout = args.layout.resolve(None)?;
     let text = args.text.text(&layout)?;
     let mut node = parse_fields(&layout, &args.node)?;
@@ -183,11 +200,11 @@ fn write_ids(
             return Err(err);
         }
         left -= chunk;
+        out.flush()?;
         if let Some(bar) = progress {
             bar.inc(chunk);
         }
     }
-    out.flush()?;
     Ok(last)
 }
 

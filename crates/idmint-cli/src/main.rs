@@ -61,8 +61,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Generate IDs, one per line: unique within the run and against earlier runs with the
-    /// same node fields (each run ends after its last ID's tick), not against runs at the same
-    /// time or with the clock set back; `idmint serve` coordinates those.
+    /// same node fields (each run ends after its last ID's tick). With a store (--data-dir,
+    /// --postgres, --etcd or --config) also against runs at the same time and with the clock
+    /// set back: each run claims a generator ID of its own there and stores its marks.
     #[command(name = "gen")]
     Gen(generate::Args),
     /// Build an ID from the values of its fields.
@@ -125,7 +126,9 @@ fn main() -> ExitCode {
 /// The command line's definition: `Cli`'s, with the defaults `serve --help` shows filled in
 /// from the constants a run uses.
 fn command() -> clap::Command {
-    Cli::command().mut_subcommand("serve", serve::with_help_defaults)
+    Cli::command().mut_subcommand("serve", serve::with_help_defaults).mut_subcommand("gen", |c| {
+        serve::with_defaults_of(c, |id| ["lease_ttl", "window_ms"].contains(&id))
+    })
 }
 
 /// Runs one command with stdout buffered and locked, and flushes it at the end.

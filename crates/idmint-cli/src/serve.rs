@@ -353,13 +353,25 @@ pub(crate) fn help_defaults() -> Vec<(&'static str, String)> {
 
 /// `serve`'s command with each of [`help_defaults`] at the end of its argument's help.
 pub(crate) fn with_help_defaults(command: clap::Command) -> clap::Command {
-    help_defaults().into_iter().fold(command, |command, (id, value)| {
-        command.mut_arg(id, |arg| {
-            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
-            let help = help.trim_end_matches('.');
-            arg.help(format!("{help} [default: {value}]"))
-        })
-    })
+    with_defaults_of(command, |_| true)
+}
+
+/// Another command's arguments of the same name and meaning (`gen`'s `lease_ttl` and
+/// `window_ms`, of the embedded minter) with `serve`'s defaults for them: one source for both.
+pub(crate) fn with_defaults_of(
+    command: clap::Command,
+    wanted: impl Fn(&str) -> bool,
+) -> clap::Command {
+    help_defaults().into_iter().filter(|(id, _)| wanted(id)).fold(
+        command,
+        |command, (id, value)| {
+            command.mut_arg(id, |arg| {
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                let help = help.trim_end_matches('.');
+                arg.help(format!("{help} [default: {value}]"))
+            })
+        },
+    )
 }
 
 /// Where claims and marks are kept: `--coordinator`, else etcd with --etcd, else the data

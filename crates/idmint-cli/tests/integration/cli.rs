@@ -536,13 +536,16 @@ fn help_examples_fit_and_run() {
             // Examples that need a file or a shell, that start a server (which runs until it
             // is stopped), that load one (which needs it running) or that set up Redis nodes
             // (which need them running; tests/backends.rs runs set-shard on real ones), or that
-            // check a data directory (tests/serve.rs runs doctor on real ones), are shown, not
-            // run.
+            // check a data directory (tests/serve.rs runs doctor on real ones), or that mint on
+            // Postgres or etcd (which need them running; the chaos harness's `embedded-fleet`
+            // runs `gen` on real ones), are shown, not run.
             if ["|", ">", ".toml", ".json"].iter().any(|s| example.contains(s))
                 || example.starts_with("idmint serve")
                 || example.starts_with("idmint bench")
                 || example.starts_with("idmint icicle")
                 || example.starts_with("idmint doctor")
+                || example.contains("--postgres")
+                || example.contains("--etcd")
             {
                 continue;
             }

@@ -21,6 +21,7 @@ mod deploy;
 mod fleet;
 mod fleet_postgres;
 mod formats;
+mod gen_store;
 mod public_ids;
 mod serve;
 mod trace_split;
