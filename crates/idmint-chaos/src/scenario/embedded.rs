@@ -53,7 +53,7 @@ const WINDOW_MS: &str = "1500";
 const READ_BYTES: usize = 16 << 10;
 const READ_EVERY: Duration = Duration::from_millis(10);
 /// What `gen` asks its minter for per call (its chunk), as each operation's count.
-const CHUNK: u64 = 1 << 13;
+const CHUNK: u64 = 1 << 10;
 /// The generous bound of every wait on a condition.
 const BOUND: Duration = Duration::from_secs(60);
 
