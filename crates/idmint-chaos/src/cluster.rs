@@ -160,9 +160,23 @@ impl Proc {
 
     /// Its exit status, once it has exited (then it no longer runs).
     pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())?;
+        let child = self.child.as_mut()?;
+        let status = child.try_wait().ok().flatten()?;
+        let pid = child.id();
         self.child = None;
+        self.reaped(pid);
         Some(status)
+    }
+
+    /// After the process `pid` was reaped: the shared memory libfaketime made for it, which
+    /// a process killed with SIGKILL leaves in `/dev/shm` (named by its PID, so only this
+    /// run's).
+    fn reaped(&self, pid: u32) {
+        if self.faketime.is_some() {
+            for name in [format!("faketime_shm_{pid}"), format!("sem.faketime_sem_{pid}")] {
+                let _ = std::fs::remove_file(Path::new("/dev/shm").join(name));
+            }
+        }
     }
 
     /// The log from byte `offset` on.
@@ -211,6 +225,7 @@ impl Proc {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+            self.reaped(child.id());
         }
         self.paused = false;
     }
@@ -237,10 +252,7 @@ impl Proc {
         if self.child.is_some() && self.signal("TERM").is_ok() {
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(15) {
-                if let Some(child) = self.child.as_mut()
-                    && matches!(child.try_wait(), Ok(Some(_)))
-                {
-                    self.child = None;
+                if self.exited().is_some() {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(20));
