@@ -326,6 +326,24 @@ mod tests {
     }
 
     #[test]
+    fn an_application_s_gap_spans_its_restarts() {
+        // app0's first incarnation is answered at 1 ms and killed at 2 ms (nothing more
+        // printed); its second starts at 500 ms and is first answered at 600 ms.
+        let events = [
+            invoke("app0.1", 0),
+            ok("app0.1", 1_000),
+            invoke("app0.1", 1_000),
+            fail("app0.1", 2_000),
+            invoke("app0.2", 500_000),
+            ok("app0.2", 600_000),
+        ];
+        let report = check(&events, "app");
+        assert_eq!((report.run.operations, report.run.answered), (3, 2));
+        // One application without IDs from 1 ms to 600 ms, across the restart.
+        assert!((report.run.longest_gap_s - 0.599).abs() < 1e-9, "{report:?}");
+    }
+
+    #[test]
     fn quantiles_are_within_the_histogram_error() {
         let mut histogram = Histogram::default();
         for us in 1..=100_000u64 {
