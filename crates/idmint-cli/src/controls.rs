@@ -1,10 +1,11 @@
 //! The hidden `--unsafe-no-…` flags of `idmint serve` (and the clock guard's of `idmint gen`
 //! on a store): negative controls that switch one protection off, so that the tests and the
-//! chaos harness can show they would catch what it lets through. They exist only in a binary compiled with `--cfg idmint_negative_controls`,
-//! which `build.rs` sets when the build's environment has `IDMINT_NEGATIVE_CONTROLS=1`
-//! (`scripts/test-all` and the unsafe binary of `scripts/chaos`), never through a cargo feature,
-//! so no dependent and no `--all-features` build has them (DESIGN.md, "Negative controls behind
-//! a cfg"); those of a backend also need its feature. `scripts/no-hidden-controls` checks that
+//! chaos harness can show they would catch what it lets through. They exist only in a binary
+//! compiled with `--cfg idmint_negative_controls`, which `build.rs` sets when the build's
+//! environment has `IDMINT_NEGATIVE_CONTROLS=1` (`scripts/test-all` and the unsafe binary of
+//! `scripts/chaos`), never through a cargo feature, so no dependent and no `--all-features`
+//! build has them (DESIGN.md, "Negative controls behind a cfg"); those of a backend also need
+//! its feature. `scripts/no-hidden-controls` checks that
 //! a binary has none of them. This file declares and checks them; `serve.rs` passes each to its
 //! backend under the same cfg.
 
