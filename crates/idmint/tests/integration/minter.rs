@@ -5,6 +5,8 @@ use std::{collections::HashSet, os::unix::fs::MetadataExt, path::Path, time::Dur
 
 use idmint::{AnyId, Builder, Error, Minter, OnFork, Snowflake, Uuid7};
 
+use crate::u64s;
+
 /// What a case expects: the error's variant (by a predicate) and words of its message.
 struct Case {
     name: &'static str,
@@ -30,10 +32,6 @@ async fn check(case: Case) {
     for word in case.says {
         assert!(message.contains(word), "{}: `{message}` does not say `{word}`", case.name);
     }
-}
-
-fn u64s(ids: &[AnyId]) -> Vec<u64> {
-    ids.iter().map(|&id| u64::try_from(id).expect("a 64-bit id")).collect()
 }
 
 /// Each kind of bad input is a clear error, never a panic: a wrong URL, a store that does not

@@ -272,6 +272,6 @@ fn a_paused_holder_on_postgres_never_repeats_an_id() {
 
 #[test]
 fn a_paused_holder_on_etcd_never_repeats_an_id() {
-    let Some(cluster) = crate::etcd::cluster(1) else { return };
+    let Some(cluster) = crate::fleet::cluster(1) else { return };
     takeover(format!("etcd {}", cluster.endpoints().join(",")));
 }
