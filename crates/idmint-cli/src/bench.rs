@@ -349,6 +349,12 @@ impl Report for load::HttpReport {
                 self.ids
             )?;
         }
+        writeln!(
+            out,
+            "  shares     fewest {:.1} %, most {:.1} % of a fair share (answers / connections)",
+            100.0 * self.fewest_share,
+            100.0 * self.most_share
+        )?;
         latency(out, "latency", &self.latency)
     }
 }

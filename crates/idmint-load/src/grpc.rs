@@ -12,6 +12,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::{
     Error, IdRuns, Latencies, LatencySummary, Outcome, Window, codec::BatchCodec, parse_url, rate,
+    shares,
 };
 
 /// The HTTP/2 receive window of each stream. tonic's default (64 KiB, HTTP/2's initial
@@ -140,9 +141,8 @@ where
     }
     let window = Window::new(warmup, duration);
     let tasks = channels.into_iter().map(|channel| tokio::spawn(read(channel, window))).collect();
-    let Collected { messages, ids, gap, fewest, most, outcome } = collect(tasks).await;
-    let fair = ids as f64 / streams.max(1) as f64;
-    let share = |n: u64| if fair > 0.0 { n as f64 / fair } else { 0.0 };
+    let Collected { messages, ids, gap, per_stream, outcome } = collect(tasks).await;
+    let (fewest_share, most_share) = shares(&per_stream);
     Ok(StreamReport {
         url: url.to_owned(),
         call: calls.call,
@@ -156,8 +156,8 @@ where
         ids,
         ids_per_s: rate(ids, &window),
         gap,
-        fewest_share: share(fewest),
-        most_share: share(most),
+        fewest_share,
+        most_share,
         outcome,
     })
 }
@@ -167,9 +167,8 @@ struct Collected {
     messages: u64,
     ids: u64,
     gap: LatencySummary,
-    /// The IDs of the stream that got fewest, and of the one that got most.
-    fewest: u64,
-    most: u64,
+    /// The IDs of each stream.
+    per_stream: Vec<u64>,
     outcome: Outcome,
 }
 
@@ -177,7 +176,7 @@ struct Collected {
 async fn collect(tasks: Vec<tokio::task::JoinHandle<StreamResult>>) -> Collected {
     let mut outcome = Outcome::default();
     let (mut messages, mut ids) = (0, 0);
-    let (mut fewest, mut most) = (u64::MAX, 0);
+    let mut per_stream = Vec::with_capacity(tasks.len());
     let mut gaps = Latencies::default();
     let mut runs = Vec::new();
     for task in tasks {
@@ -185,8 +184,7 @@ async fn collect(tasks: Vec<tokio::task::JoinHandle<StreamResult>>) -> Collected
             Ok(stream) => {
                 messages += stream.messages;
                 ids += stream.ids;
-                fewest = fewest.min(stream.ids);
-                most = most.max(stream.ids);
+                per_stream.push(stream.ids);
                 gaps.merge(stream.gaps);
                 runs.push(stream.runs);
                 outcome.absorb(stream.outcome);
@@ -195,7 +193,7 @@ async fn collect(tasks: Vec<tokio::task::JoinHandle<StreamResult>>) -> Collected
         }
     }
     outcome.distinct = Some(IdRuns::check(runs));
-    Collected { messages, ids, gap: gaps.summary(), fewest: fewest.min(most), most, outcome }
+    Collected { messages, ids, gap: gaps.summary(), per_stream, outcome }
 }
 
 /// Opens an HTTP/2 connection for gRPC, with large receive windows and no Nagle delay.

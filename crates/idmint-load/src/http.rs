@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::{net::TcpStream, time::Instant};
 
-use crate::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate};
+use crate::{Error, IdRuns, Latencies, LatencySummary, Outcome, Window, parse_url, rate, shares};
 
 /// What the body of every answer must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -78,6 +78,11 @@ pub struct HttpReport {
     pub ids_per_s: f64,
     /// From sending a request to having read its whole answer, for those answers.
     pub latency: LatencySummary,
+    /// The good answers of the connection that got fewest, as a share of a fair share
+    /// (`requests / connections`): 1.0 when every connection got as many.
+    pub fewest_share: f64,
+    /// The good answers of the connection that got most, as a share of a fair share.
+    pub most_share: f64,
     /// Failures and the distinct check.
     pub outcome: Outcome,
 }
@@ -134,9 +139,11 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
     let (mut requests, mut ids) = (0, 0);
     let mut latencies = Latencies::default();
     let mut runs = Vec::new();
+    let mut per_connection = Vec::with_capacity(tasks.len());
     for task in tasks {
         match task.await {
             Ok(conn) => {
+                per_connection.push(conn.requests);
                 requests += conn.requests;
                 ids += conn.ids;
                 latencies.merge(conn.latencies);
@@ -149,6 +156,7 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
     if options.check.has_ids() {
         outcome.distinct = Some(IdRuns::check(runs));
     }
+    let (fewest_share, most_share) = shares(&per_connection);
     Ok(HttpReport {
         url: options.url.clone(),
         connections: options.connections,
@@ -159,6 +167,8 @@ pub async fn http(options: &HttpOptions) -> Result<HttpReport, Error> {
         ids,
         ids_per_s: rate(ids, &window),
         latency: latencies.summary(),
+        fewest_share,
+        most_share,
         outcome,
     })
 }

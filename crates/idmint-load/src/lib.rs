@@ -152,6 +152,20 @@ pub(crate) fn rate(count: u64, window: &Window) -> f64 {
     count as f64 / window.seconds()
 }
 
+/// How evenly the load's clients (streams or connections) were served: the IDs of the one
+/// that got fewest and of the one that got most, each as a share of a fair share (the total
+/// over the number of clients; 1.0 when every client got as many). `(0.0, 0.0)` for none.
+pub(crate) fn shares(per_client: &[u64]) -> (f64, f64) {
+    let total: u64 = per_client.iter().sum();
+    if total == 0 {
+        return (0.0, 0.0);
+    }
+    let fair = total as f64 / per_client.len() as f64;
+    let fewest = per_client.iter().copied().min().unwrap_or(0);
+    let most = per_client.iter().copied().max().unwrap_or(0);
+    (fewest as f64 / fair, most as f64 / fair)
+}
+
 /// Checks an `http://host:port[/path]` URL.
 pub(crate) fn parse_url(url: &str) -> Result<hyper::Uri, Error> {
     let bad = |reason: &str| Error::Url { url: url.to_owned(), reason: reason.to_owned() };
@@ -164,4 +178,27 @@ pub(crate) fn parse_url(url: &str) -> Result<hyper::Uri, Error> {
         return Err(bad("no host"));
     }
     Ok(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shares;
+
+    /// Each case: the IDs per client, then the expected (fewest, most) shares.
+    fn check(per_client: &[u64], expected: (f64, f64)) {
+        let (fewest, most) = shares(per_client);
+        assert!(
+            (fewest - expected.0).abs() < 1e-9 && (most - expected.1).abs() < 1e-9,
+            "{per_client:?}: ({fewest}, {most}), expected {expected:?}"
+        );
+    }
+
+    #[test]
+    fn shares_are_the_fewest_and_most_over_a_fair_share() {
+        check(&[], (0.0, 0.0));
+        check(&[0, 0], (0.0, 0.0));
+        check(&[5, 5, 5, 5], (1.0, 1.0));
+        check(&[0, 10], (0.0, 2.0));
+        check(&[9, 10, 11], (0.9, 1.1));
+    }
 }
