@@ -42,6 +42,7 @@ use ferroid::{
     id::SnowflakeTwitterId,
     time::{MonotonicClock, TWITTER_EPOCH, TimeSource},
 };
+use idmint_bench::bursts;
 use idmint_core::{
     ChunkRegistry, ChunkedTraceIdGenerator, Clock, DecimalIdGenerator, Error, Flake,
     GeneratorConfig, HotGuid, Icicle, Js53, Lable, LableMode, Layout, Next, Snowflake, Sonyflake,
@@ -244,27 +245,6 @@ fn two_threads_counted(iters: u64, high: &AtomicU64, work: impl Fn(u64) + Sync) 
         work(n);
         high.fetch_max(CALLS.get(), Ordering::Relaxed);
     })
-}
-
-/// Times `iters` calls made in bursts of [`BURST`], each burst starting just after `ms()`
-/// moves to a new millisecond. Only the calls are timed.
-fn bursts(iters: u64, ms: impl Fn() -> u64, mut call: impl FnMut()) -> Duration {
-    let mut timed = Duration::ZERO;
-    let mut left = iters;
-    while left > 0 {
-        let n = left.min(BURST);
-        let last = ms();
-        while ms() == last {
-            spin_loop();
-        }
-        let start = Instant::now();
-        for _ in 0..n {
-            call();
-        }
-        timed += start.elapsed();
-        left -= n;
-    }
-    timed
 }
 
 /// Calls `$run!(name, generator, pace)` for the generator of every idmint layout that takes
@@ -649,7 +629,7 @@ fn unsaturated_burst(c: &mut Criterion) {
     let snowflake = ok(Snowflake::generator(1, 7, &config));
     group.bench_function("idmint/snowflake (TickingClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, tick_ms, || {
+            bursts(iters, BURST, tick_ms, || {
                 black_box(next_spinning(&snowflake, &ticking));
             })
         })
@@ -657,7 +637,7 @@ fn unsaturated_burst(c: &mut Criterion) {
     let snowflake = ok(Snowflake::generator(1, 8, &config));
     group.bench_function("idmint/snowflake (SystemClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, system_ms, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(next_spinning(&snowflake, &SystemClock));
             })
         })
@@ -665,7 +645,7 @@ fn unsaturated_burst(c: &mut Criterion) {
     let trace_id = ok(TraceId::generator(7, &config));
     group.bench_function("idmint/trace-id (TickingClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, tick_ms, || {
+            bursts(iters, BURST, tick_ms, || {
                 black_box(next_spinning(&trace_id, &ticking));
             })
         })
@@ -674,7 +654,7 @@ fn unsaturated_burst(c: &mut Criterion) {
     let mut chunked = ok(ChunkedTraceIdGenerator::new(7));
     group.bench_function("idmint/trace-id (chunked, TickingClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, tick_ms, || {
+            bursts(iters, BURST, tick_ms, || {
                 black_box(chunked.next(&registry, ticking.now_ms()));
             })
         })
@@ -685,7 +665,7 @@ fn unsaturated_burst(c: &mut Criterion) {
     let twitter = AtomicSnowflakeGenerator::<SnowflakeTwitterId, _>::new(7, mono.clone());
     group.bench_function("ferroid/twitter (MonotonicClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, mono_ms, || {
+            bursts(iters, BURST, mono_ms, || {
                 black_box(twitter.next_id(|_| spin_loop()));
             })
         })
@@ -694,7 +674,7 @@ fn unsaturated_burst(c: &mut Criterion) {
         AtomicSnowflakeGenerator::<SnowflakeTwitterId, _>::new(8, FerroidTicking(&ticking));
     group.bench_function("ferroid/twitter (TickingClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, tick_ms, || {
+            bursts(iters, BURST, tick_ms, || {
                 black_box(twitter.next_id(|_| spin_loop()));
             })
         })
@@ -703,21 +683,21 @@ fn unsaturated_burst(c: &mut Criterion) {
     let snowflaked = snowflaked::sync::Generator::new(7);
     group.bench_function("snowflaked/sync (system clock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, system_ms, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(snowflaked.generate::<u64>());
             })
         })
     });
     group.bench_function("uuid/now_v7", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, system_ms, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(uuid::Uuid::now_v7());
             })
         })
     });
     group.bench_function("ulid/generate", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, system_ms, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(ulid::Ulid::generate());
             })
         })
@@ -725,7 +705,7 @@ fn unsaturated_burst(c: &mut Criterion) {
     let mut monotonic = ulid::Generator::new();
     group.bench_function("ulid/monotonic", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, system_ms, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(monotonic.generate().expect("ulid overflow"));
             })
         })

@@ -27,36 +27,16 @@ use std::{
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ferroid::{generator::AtomicSnowflakeGenerator, id::SnowflakeTwitterId, time::MonotonicClock};
 use idmint::{BlockingMinter, Minter, Snowflake};
+use idmint_bench::{bursts, wait_for_next_ms};
 use idmint_core::{Clock, GeneratorConfig, Next, SystemClock};
 use idmint_runtime::ClockDriven;
 
 /// Calls per burst: a quarter of what a 12-bit sequence holds in a millisecond.
 const BURST: u64 = 1_000;
 
-/// Times `iters` calls of `call` in bursts of [`BURST`] that each start just after the
-/// system clock's millisecond changes; the waits between bursts are not timed.
-fn bursts(iters: u64, mut call: impl FnMut()) -> Duration {
-    let mut timed = Duration::ZERO;
-    let mut left = iters;
-    while left > 0 {
-        let n = left.min(BURST);
-        wait_for_next_ms();
-        let start = Instant::now();
-        for _ in 0..n {
-            call();
-        }
-        timed += start.elapsed();
-        left -= n;
-    }
-    timed
-}
-
-/// Spins until the system clock enters a new millisecond.
-fn wait_for_next_ms() {
-    let last = SystemClock.now_ms();
-    while SystemClock.now_ms() == last {
-        spin_loop();
-    }
+/// The system clock in milliseconds, the minter's only clock.
+fn system_ms() -> u64 {
+    SystemClock.now_ms()
 }
 
 fn fail(what: &str, error: impl std::fmt::Display) -> ! {
@@ -85,7 +65,7 @@ fn minter_next(c: &mut Criterion) {
     let core = Snowflake::generator(1, 7, &config).unwrap_or_else(|e| fail("generator", e));
     group.bench_function("core/Generator<Snowflake>::next", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, || {
+            bursts(iters, BURST, system_ms, || {
                 loop {
                     match core.next_at(SystemClock.now_ms()) {
                         Ok(Next::Ready(id)) => {
@@ -112,7 +92,7 @@ fn minter_next(c: &mut Criterion) {
                 let mut left = iters;
                 while left > 0 {
                     let n = left.min(BURST);
-                    wait_for_next_ms();
+                    wait_for_next_ms(system_ms);
                     let start = Instant::now();
                     for _ in 0..n {
                         let id: Snowflake =
@@ -134,7 +114,7 @@ fn minter_next(c: &mut Criterion) {
         .unwrap_or_else(|e| fail("blocking minter", e));
     group.bench_function("idmint/BlockingMinter::next_as::<Snowflake>", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, || {
+            bursts(iters, BURST, system_ms, || {
                 let id: Snowflake = blocking.next_as().unwrap_or_else(|e| fail("minter", e));
                 black_box(id);
             })
@@ -148,7 +128,7 @@ fn minter_next(c: &mut Criterion) {
         AtomicSnowflakeGenerator::<SnowflakeTwitterId, _>::new(7, MonotonicClock::default());
     group.bench_function("ferroid/AtomicSnowflakeGenerator (MonotonicClock)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(ferroid.next_id(|_| spin_loop()));
             })
         })
@@ -187,7 +167,7 @@ fn client_through_local_server(
         .unwrap_or_else(|e| fail("client", e));
     group.bench_function("idmint-client/next (local server)", |b| {
         b.iter_custom(|iters| {
-            bursts(iters, || {
+            bursts(iters, BURST, system_ms, || {
                 black_box(client.next().unwrap_or_else(|e| fail("client", e)));
             })
         })
