@@ -579,9 +579,13 @@ impl Run {
 
     /// An idmint-client over `endpoints`, taking IDs as `mode` says.
     fn failover(&mut self, endpoints: Vec<String>, mode: ClientMode) {
+        self.failover_of(endpoints, mode, CLIENT_BATCH);
+    }
+
+    /// The same with operations of `count` IDs.
+    fn failover_of(&mut self, endpoints: Vec<String>, mode: ClientMode, count: usize) {
         let name = format!("client{}", self.tasks.len());
-        let task =
-            client::failover_client(self.shared.clone(), name, endpoints, CLIENT_BATCH, mode);
+        let task = client::failover_client(self.shared.clone(), name, endpoints, count, mode);
         self.tasks.push(self.runtime.spawn(task));
     }
 
