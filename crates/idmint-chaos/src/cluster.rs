@@ -324,8 +324,22 @@ impl Node {
         pids: Pids,
     ) -> Result<Node, ChaosError> {
         let ports = idmint_coord::testing::free_ports(2)?;
-        let http = SocketAddr::from(([127, 0, 0, 1], ports[0]));
-        let grpc = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+        Node::on_ports(name, program, args, dir, faketime, pids, [ports[0], ports[1]])
+    }
+
+    /// The same on given ports (HTTP, gRPC): a fleet takes all its ports in one call, so that
+    /// no two servers are given the same.
+    pub(crate) fn on_ports(
+        name: &str,
+        program: &Path,
+        args: Vec<String>,
+        dir: &Path,
+        faketime: Option<&Path>,
+        pids: Pids,
+        [http, grpc]: [u16; 2],
+    ) -> Result<Node, ChaosError> {
+        let http = SocketAddr::from(([127, 0, 0, 1], http));
+        let grpc = SocketAddr::from(([127, 0, 0, 1], grpc));
         let proc = Proc::new(name, program, args, dir, faketime, pids)?;
         Ok(Node { proc, http, grpc })
     }
@@ -333,20 +347,7 @@ impl Node {
     /// Starts the process and waits for its "serving" line (not for readiness: a spare is
     /// not ready at first).
     pub(crate) fn start(&mut self) -> Result<(), ChaosError> {
-        let lead: Vec<String> = [
-            "serve",
-            "--listen",
-            &self.http.to_string(),
-            "--grpc-listen",
-            &self.grpc.to_string(),
-            // No load balancer waits here: stop accepting as soon as asked.
-            "--shutdown-delay-ms",
-            "0",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let (offset, _) = self.proc.spawn(&lead, false)?;
+        let offset = self.spawn_serve()?;
         let started = Instant::now();
         loop {
             if self.log_since(offset).contains("idmint is serving") {
@@ -364,6 +365,26 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Starts the process without waiting for anything (a fleet's cold start launches every
+    /// server at once); returns where its log stood before.
+    pub(crate) fn spawn_serve(&mut self) -> Result<u64, ChaosError> {
+        let lead: Vec<String> = [
+            "serve",
+            "--listen",
+            &self.http.to_string(),
+            "--grpc-listen",
+            &self.grpc.to_string(),
+            // No load balancer waits here: stop accepting as soon as asked.
+            "--shutdown-delay-ms",
+            "0",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let (offset, _) = self.proc.spawn(&lead, false)?;
+        Ok(offset)
     }
 
     /// Every generator ID any of its incarnations claimed (its "namespace ready" lines).

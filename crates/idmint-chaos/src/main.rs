@@ -59,6 +59,30 @@ enum Mode {
     },
     /// List the scenarios.
     List,
+    /// Measure a fleet (`scripts/fleet-scale`): `--servers` servers cold-started at once on
+    /// one 3-member etcd, then on one Postgres; ready time, coordinator load and CPU, mark
+    /// writes, a rolling restart under load, and a write benchmark. Writes `fleet.json` per
+    /// store and prints one JSON line.
+    Fleet(FleetArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct FleetArgs {
+    /// The idmint binary under test (built with the `etcd` feature).
+    #[arg(long)]
+    idmint: PathBuf,
+    /// Where logs, data and the reports go.
+    #[arg(long, default_value = "target/fleet-scale")]
+    out: PathBuf,
+    /// How many `idmint serve` processes.
+    #[arg(long, default_value_t = 200)]
+    servers: usize,
+    /// Which coordinators: etcd, postgres or both.
+    #[arg(long, default_value = "both", value_parser = ["etcd", "postgres", "both"])]
+    store: String,
+    /// Scales the measurement windows (1.0: 20 s each).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -106,6 +130,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Mode::Run(args) => run(&args),
         Mode::Check { files } => check_files(&files),
+        Mode::Fleet(args) => fleet(&args),
         Mode::List => {
             for s in SCENARIOS {
                 let control = s.control.map_or("-", scenario::Control::name);
@@ -122,6 +147,66 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+#[allow(clippy::print_stdout, reason = "the report")]
+fn fleet(args: &FleetArgs) -> Result<bool, ChaosError> {
+    let setup = Setup {
+        idmint: args.idmint.clone(),
+        unsafe_idmint: None,
+        out: args.out.clone(),
+        scale: args.scale,
+        soak_minutes: 0.0,
+        fleet_servers: args.servers,
+    };
+    let mut reports = serde_json::Map::new();
+    let mut ok = true;
+    for s in scenario::FLEET {
+        if args.store != "both" && !s.name.ends_with(args.store.as_str()) {
+            continue;
+        }
+        let outcome = scenario::run(&setup, s, None, 0)?;
+        let r = &outcome.report;
+        let dir = outcome.history.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let mut report: serde_json::Value = std::fs::read_to_string(dir.join("fleet.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        say!(
+            "   {}: {} IDs checked, duplicates {}, order {}, unclaimed {}, {:.1} s",
+            s.name,
+            r.ids,
+            r.duplicates,
+            r.order_violations,
+            r.unclaimed,
+            outcome.seconds
+        );
+        for kind in &outcome.availability {
+            say!("      {}", availability_line(kind));
+        }
+        if let serde_json::Value::Object(map) = &mut report {
+            map.insert("ids_checked".into(), r.ids.into());
+            map.insert("duplicates".into(), r.duplicates.into());
+            map.insert("valid".into(), r.valid.into());
+            map.insert("error".into(), outcome.error.clone().into());
+            map.insert(
+                "availability".into(),
+                serde_json::to_value(&outcome.availability).unwrap_or_default(),
+            );
+        }
+        if let Some(error) = &outcome.error {
+            say!("   {}: ERROR {error}", s.name);
+        }
+        let passed = r.valid && outcome.error.is_none();
+        if passed {
+            // A history of hundreds of servers runs to gigabytes; a failed one is kept.
+            let _ = std::fs::remove_file(&outcome.history);
+        }
+        ok &= passed;
+        reports.insert(s.name.to_owned(), report);
+    }
+    println!("{}", serde_json::Value::Object(reports));
+    Ok(ok)
 }
 
 #[allow(clippy::print_stdout, reason = "the report")]
@@ -149,6 +234,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
         out: args.out.clone(),
         scale: args.scale,
         soak_minutes: args.soak.unwrap_or(0.0),
+        fleet_servers: 0,
     };
     let started = Instant::now();
     let mut rng = Rng::new(seed);

@@ -17,6 +17,7 @@ use idmint_coord::testing::{EtcdCluster, libfaketime};
 
 mod embedded;
 mod etcd_restore;
+mod fleet;
 mod layout_end;
 mod pool;
 mod redis;
@@ -219,6 +220,14 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
 pub(crate) const SOAK: Scenario =
     Scenario { name: "soak", anchor: "T23", control: None, run: soak };
 
+/// The fleet measurements (`scripts/fleet-scale`, `idmint-chaos fleet`), never run by
+/// `--quick` or `--soak`: `Setup::fleet_servers` servers on one 3-member etcd, and on one
+/// Postgres.
+pub(crate) const FLEET: [Scenario; 2] = [
+    Scenario { name: "fleet-etcd", anchor: "T12", control: None, run: fleet::fleet_etcd },
+    Scenario { name: "fleet-postgres", anchor: "T12", control: None, run: fleet::fleet_postgres },
+];
+
 /// Finds a scenario by name.
 pub(crate) fn find(name: &str) -> Result<Scenario, ChaosError> {
     SCENARIOS.iter().copied().chain([SOAK]).find(|s| s.name == name).ok_or_else(|| {
@@ -240,6 +249,8 @@ pub(crate) struct Setup {
     pub(crate) scale: f64,
     /// The length of the `soak` scenario, in minutes.
     pub(crate) soak_minutes: f64,
+    /// The servers of the fleet measurements ([`FLEET`]).
+    pub(crate) fleet_servers: usize,
 }
 
 /// The outcome of one scenario run.
@@ -316,6 +327,7 @@ pub(crate) fn run(
         rss_by_minute: BTreeMap::new(),
         started,
         services: Vec::new(),
+        fleet_servers: setup.fleet_servers,
     };
     crate::say!("== {label}");
     let body = (scenario.run)(&mut run);
@@ -372,6 +384,8 @@ pub(crate) struct Run {
     started: Instant,
     /// Other services a scenario started (Redis), dropped (killed) after the servers stop.
     services: Vec<Box<dyn std::any::Any>>,
+    /// The servers of a fleet measurement.
+    fleet_servers: usize,
 }
 
 /// HTTP batch size: large, so that millions of IDs cost few requests.
@@ -565,9 +579,13 @@ impl Run {
 
     /// An idmint-client over `endpoints`, taking IDs as `mode` says.
     fn failover(&mut self, endpoints: Vec<String>, mode: ClientMode) {
+        self.failover_of(endpoints, mode, CLIENT_BATCH);
+    }
+
+    /// The same with operations of `count` IDs.
+    fn failover_of(&mut self, endpoints: Vec<String>, mode: ClientMode, count: usize) {
         let name = format!("client{}", self.tasks.len());
-        let task =
-            client::failover_client(self.shared.clone(), name, endpoints, CLIENT_BATCH, mode);
+        let task = client::failover_client(self.shared.clone(), name, endpoints, count, mode);
         self.tasks.push(self.runtime.spawn(task));
     }
 

@@ -53,6 +53,12 @@ pub struct EtcdOptions {
     /// The fence: a mark write compares the claim's token and lease. `false` is the negative
     /// control (UNSAFE): a mark write succeeds even after the claim's lease expired.
     pub fence: bool,
+    /// How a claim is made. `false` (the default): one atomic request takes the first free
+    /// candidate. `true`: as the real etcd and Postgres coordinators do, one request lists the
+    /// held claim keys, then one create-if-absent request per free candidate in order, each a
+    /// round trip, so that servers starting together race for the same candidates; a create
+    /// that finds the key taken is a conflict ([`SimEtcd::claim_stats`]).
+    pub scan: bool,
 }
 
 impl Default for EtcdOptions {
@@ -63,6 +69,7 @@ impl Default for EtcdOptions {
             request_timeout: Duration::from_millis(1_000),
             latency: Duration::from_millis(1),
             fence: true,
+            scan: false,
         }
     }
 }
@@ -135,7 +142,22 @@ struct State {
     claims: BTreeMap<(String, u64), ClaimKey>,
     marks: BTreeMap<(String, u64), (u64, String)>,
     writes: Vec<MarkWrite>,
+    stats: ClaimStats,
 }
+
+/// What claims cost etcd so far ([`SimEtcd::claim_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimStats {
+    /// Requests made by claims (lists and create attempts; with `scan: false`, one per claim).
+    pub requests: u64,
+    /// Create attempts that found the candidate's key taken by another claim (`scan: true`).
+    pub conflicts: u64,
+    /// Claims granted.
+    pub granted: u64,
+}
+
+/// A claim taken: (generator ID, stored mark, token, lease).
+type Taken = (u64, Option<u64>, u64, u64);
 
 #[derive(Debug)]
 struct ClaimKey {
@@ -152,6 +174,41 @@ impl State {
             let leases = &self.leases;
             self.claims.retain(|_, c| leases.contains_key(&c.lease));
         }
+    }
+
+    /// Takes generator ID `generator_id` for `req` on a new lease if its key is free:
+    /// `Ok(Some((mark, token, lease)))`, or `Ok(None)` with the holder when it is taken.
+    fn take(
+        &mut self,
+        now: Instant,
+        ttl: Duration,
+        req: &ClaimRequest,
+        generator_id: u64,
+    ) -> Result<Result<Taken, String>, Error> {
+        let key = (req.namespace.clone(), generator_id);
+        if let Some(claim) = self.claims.get(&key) {
+            return Ok(Err(claim.holder.clone()));
+        }
+        let mark = match self.marks.get(&key) {
+            Some((_, stored)) if *stored != req.layout_fingerprint => {
+                return Err(Error::LayoutChanged {
+                    namespace: req.namespace.clone(),
+                    stored: stored.clone(),
+                    expected: req.layout_fingerprint.clone(),
+                });
+            }
+            Some((mark, _)) => Some(*mark),
+            None => None,
+        };
+        self.revision += 1;
+        let lease = self.revision;
+        self.leases.insert(lease, now + ttl);
+        self.revision += 1;
+        let create_revision = self.revision;
+        let holder = req.holder.clone();
+        self.claims.insert(key, ClaimKey { lease, create_revision, holder });
+        self.stats.granted += 1;
+        Ok(Ok((generator_id, mark, create_revision, lease)))
     }
 
     fn holds(&self, key: &(String, u64), token: u64) -> bool {
@@ -180,6 +237,11 @@ impl SimEtcd {
     /// The stored mark of a generator ID.
     pub fn mark(&self, namespace: &str, generator_id: u64) -> Option<u64> {
         self.lock().marks.get(&(namespace.to_owned(), generator_id)).map(|m| m.0)
+    }
+
+    /// What claims have cost so far: requests, conflicts, claims granted.
+    pub fn claim_stats(&self) -> ClaimStats {
+        self.lock().stats
     }
 
     /// Every mark write applied so far, in order.
@@ -259,6 +321,41 @@ impl SimCoordinator {
             .cloned()
     }
 
+    /// A claim as the real coordinators make one (`EtcdOptions::scan`): list the held keys,
+    /// then try each free candidate in order, one request each.
+    async fn claim_scanning(&self, request: &ClaimRequest) -> Result<Taken, Error> {
+        let ttl = self.etcd.options.lease_ttl;
+        let namespace = request.namespace.clone();
+        let held: std::collections::HashSet<u64> = self
+            .rpc(move |state, _| {
+                state.stats.requests += 1;
+                state.claims.keys().filter(|(n, _)| *n == namespace).map(|(_, id)| *id).collect()
+            })
+            .await?;
+        let mut last_holder = None;
+        for generator_id in request.generator_ids.candidates() {
+            if held.contains(&generator_id) {
+                continue;
+            }
+            let req = request.clone();
+            let taken = self
+                .rpc(move |state, now| {
+                    state.stats.requests += 1;
+                    let taken = state.take(now, ttl, &req, generator_id);
+                    if matches!(taken, Ok(Err(_))) {
+                        state.stats.conflicts += 1;
+                    }
+                    taken
+                })
+                .await??;
+            match taken {
+                Ok(taken) => return Ok(taken),
+                Err(holder) => last_holder = Some(holder),
+            }
+        }
+        Err(exhausted(request, last_holder))
+    }
+
     async fn mint(
         request: &ClaimRequest,
         generator_id: u64,
@@ -274,6 +371,16 @@ impl SimCoordinator {
         }
         let claim = minter.claim(&fixed).await?;
         Ok((minter, claim))
+    }
+}
+
+/// The error of a claim that found no free candidate.
+fn exhausted(req: &ClaimRequest, last_holder: Option<String>) -> Error {
+    match (req.generator_ids, last_holder) {
+        (GeneratorIds::Fixed(generator_id), Some(holder)) => {
+            Error::Conflict { namespace: req.namespace.clone(), generator_id, holder }
+        }
+        (ids, _) => Error::PoolExhausted { namespace: req.namespace.clone(), size: ids.count() },
     }
 }
 
@@ -371,46 +478,23 @@ impl Coordinator for SimCoordinator {
     async fn claim(&self, request: &ClaimRequest) -> Result<Claim, Error> {
         request.check()?;
         let ttl = self.etcd.options.lease_ttl;
-        let req = request.clone();
-        let taken = self
-            .rpc(move |state, now| {
+        let taken = if self.etcd.options.scan {
+            self.claim_scanning(request).await?
+        } else {
+            let req = request.clone();
+            self.rpc(move |state, now| {
+                state.stats.requests += 1;
                 let mut last_holder = None;
                 for generator_id in req.generator_ids.candidates() {
-                    let key = (req.namespace.clone(), generator_id);
-                    if let Some(claim) = state.claims.get(&key) {
-                        last_holder = Some(claim.holder.clone());
-                        continue;
+                    match state.take(now, ttl, &req, generator_id)? {
+                        Ok(taken) => return Ok(taken),
+                        Err(holder) => last_holder = Some(holder),
                     }
-                    let mark = match state.marks.get(&key) {
-                        Some((_, stored)) if *stored != req.layout_fingerprint => {
-                            return Err(Error::LayoutChanged {
-                                namespace: req.namespace.clone(),
-                                stored: stored.clone(),
-                                expected: req.layout_fingerprint.clone(),
-                            });
-                        }
-                        Some((mark, _)) => Some(*mark),
-                        None => None,
-                    };
-                    state.revision += 1;
-                    let lease = state.revision;
-                    state.leases.insert(lease, now + ttl);
-                    state.revision += 1;
-                    let create_revision = state.revision;
-                    let holder = req.holder.clone();
-                    state.claims.insert(key, ClaimKey { lease, create_revision, holder });
-                    return Ok((generator_id, mark, create_revision, lease));
                 }
-                Err(match (req.generator_ids, last_holder) {
-                    (GeneratorIds::Fixed(generator_id), Some(holder)) => {
-                        Error::Conflict { namespace: req.namespace.clone(), generator_id, holder }
-                    }
-                    (ids, _) => {
-                        Error::PoolExhausted { namespace: req.namespace.clone(), size: ids.count() }
-                    }
-                })
+                Err(exhausted(&req, last_holder))
             })
-            .await??;
+            .await??
+        };
         let (generator_id, mark, token, lease) = taken;
         let (minter, claim) = Self::mint(request, generator_id, mark).await?;
         let held = Arc::new(Held {

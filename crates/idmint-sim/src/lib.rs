@@ -31,6 +31,7 @@
 mod check;
 mod clock;
 mod etcd;
+mod fleet;
 mod net;
 mod rng;
 mod world;
@@ -38,7 +39,8 @@ mod world;
 pub use crate::{
     check::{Ack, Report},
     clock::SimClock,
-    etcd::{EtcdOptions, MarkWrite, SimCoordinator, SimEtcd},
+    etcd::{ClaimStats, EtcdOptions, MarkWrite, SimCoordinator, SimEtcd},
+    fleet::{FleetOptions, FleetReport, quantile, run_fleet},
     net::{Link, Machine, MachineState},
     rng::Rng,
     world::{NAMESPACE, SimOptions, run_seed},

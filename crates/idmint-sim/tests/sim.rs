@@ -11,7 +11,9 @@ use std::{
 };
 
 use idmint_coord::{ClaimRequest, Coordinator, GeneratorIds, conformance};
-use idmint_sim::{EtcdOptions, Machine, Report, SimEtcd, SimOptions, run_seed};
+use idmint_sim::{
+    EtcdOptions, FleetOptions, Machine, Report, SimEtcd, SimOptions, run_fleet, run_seed,
+};
 
 /// Seeds run by default (CI).
 const CI_SEEDS: u64 = 2_000;
@@ -266,4 +268,64 @@ async fn the_etcd_model_passes_the_conformance_suite() {
     let etcd = SimEtcd::new(EtcdOptions::default());
     let handles = move || Arc::new(etcd.connect(Machine::new())) as Arc<dyn Coordinator>;
     conformance::run_all(&handles).await;
+}
+
+/// A small fleet started at once on the scanning etcd model: every server that is not a spare
+/// holds a distinct generator ID, the races cost conflicts, and a spare takes a crashed
+/// holder's generator ID over once its lease expires.
+#[test]
+fn a_fleet_claims_distinct_ids_and_a_spare_takes_over() {
+    let options = FleetOptions { servers: 12, spares: 2, takeovers: 1, ..FleetOptions::default() };
+    let report = run_fleet(3, &options);
+    note(&format!("{report}"));
+    assert_eq!((report.ready, report.distinct, report.claim_ms.len()), (10, 10, 10), "{report}");
+    assert_eq!(report.claims.granted, 11, "ten at the start and one takeover: {report}");
+    assert!(report.claims.conflicts > 0, "servers started together race: {report}");
+    let ttl = options.etcd.lease_ttl.as_millis() as u64;
+    let takeover = report.takeover_ms[0];
+    assert!(
+        (ttl / 2..=ttl + 2 * options.claim_retry_ms + 100).contains(&takeover),
+        "a takeover waits for the lease ({ttl} ms), then one retry: {report}"
+    );
+    assert!(report.mark_writes_per_server_s > 0.5, "a mark per half window: {report}");
+}
+
+/// The fleet sizes of docs/operations.md's table, on snowflake's 1,024 generator IDs and
+/// uuid7's 65,536 (`scripts/sim fleet`): claim times, conflicts and takeovers.
+#[test]
+#[ignore = "minutes; scripts/sim fleet runs it"]
+fn fleet_sizes() {
+    // (generator IDs, holders, whether to start them all at once): 5,000 at once is left out,
+    // its claims alone would be 5,000²/2 = 12.5 M requests.
+    let sizes = [
+        (1_024, 50, true),
+        (1_024, 500, true),
+        (1_024, 1_022, true),
+        (65_536, 500, true),
+        (65_536, 5_000, false),
+    ];
+    let large = env_u64("IDMINT_SIM_FLEET_LARGE", 1) == 1;
+    for (generator_ids, servers, at_once) in sizes {
+        if servers > 1_024 && !large {
+            continue;
+        }
+        let spreads = [("at once", Duration::ZERO), ("over 60 s", Duration::from_secs(60))];
+        for (label, spread) in spreads.into_iter().filter(|(_, s)| at_once || !s.is_zero()) {
+            let options = FleetOptions {
+                servers: servers + 2,
+                spares: 2,
+                generator_ids,
+                start_spread: spread,
+                takeovers: 2,
+                ..FleetOptions::default()
+            };
+            let started = Instant::now();
+            let report = run_fleet(1, &options);
+            note(&format!(
+                "generator IDs {generator_ids}, {servers} holders + 2 spares, started {label}: {report} ({:.1} s)",
+                started.elapsed().as_secs_f64()
+            ));
+            assert_eq!(report.distinct as u64, options.pool().min(servers as u64), "{report}");
+        }
+    }
 }
