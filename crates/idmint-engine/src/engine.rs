@@ -342,6 +342,7 @@ impl Engine {
     /// # Ok::<(), idmint_engine::Error>(())
     /// # }).unwrap();
     /// ```
+    #[inline]
     pub fn try_issue_one(&self, ns: &Namespace) -> Quick {
         ns.try_issue_one(&self.clocks)
     }

@@ -3,6 +3,7 @@
 //! which share the health and probing of `store.rs`). The namespace picks the issuer of its
 //! source and routes every call to it.
 
+pub(crate) mod active;
 pub(crate) mod counters;
 pub(crate) mod current;
 pub(crate) mod generator;

@@ -272,6 +272,7 @@ impl Namespace {
     /// when the issuer has one ready without waiting; `None` when the call must take
     /// [`issue_one`](Self::issue_one). No sink, no boxed future: the embedded minter's `next`.
     /// Without public IDs nothing can refuse the ID any more, and the issuer counts it.
+    #[inline]
     pub(crate) fn try_issue_one(&self, clocks: &Clocks) -> Quick {
         let Some(public) = &self.public else { return self.issuer.try_issue_one(clocks, true) };
         let id = match self.issuer.try_issue_one(clocks, false) {

@@ -22,7 +22,7 @@ use std::{
 use arc_swap::{ArcSwapOption, Guard};
 
 use crate::{
-    issuer::generator::Active,
+    issuer::active::Active,
     tally::{Tally, TallySlot},
 };
 
