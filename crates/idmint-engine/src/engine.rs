@@ -342,6 +342,7 @@ impl Engine {
     /// # Ok::<(), idmint_engine::Error>(())
     /// # }).unwrap();
     /// ```
+    #[inline]
     pub fn try_issue_one(&self, ns: &Namespace) -> Quick {
         ns.try_issue_one(&self.clocks)
     }
@@ -532,7 +533,7 @@ mod tests {
     use idmint_coord::MemoryCoordinator;
     use idmint_core::{AnyId, ManualClock};
 
-    use crate::{Engine, ServerConfig};
+    use crate::{Engine, Quick, ServerConfig};
 
     fn u64s(ids: &[AnyId]) -> Vec<u64> {
         ids.iter().map(|&id| u64::try_from(id).expect("a 64-bit id")).collect()
@@ -609,5 +610,76 @@ mod tests {
         assert!(metrics.contains("idmint_claims_lost_total{namespace=\"default\"} 1"), "{metrics}");
         let all: Vec<u64> = before.iter().chain(&after).copied().collect();
         assert!(all.windows(2).all(|w| w[0] < w[1]), "ids must keep increasing, without repeats");
+    }
+
+    /// The one-ID path reads a lane through the calling thread's copy (`issuer/current.rs`):
+    /// once shutdown has released the claim, the next call must not issue from that copy.
+    /// The negative control (copies used whatever their stamp) issues from the released claim.
+    #[tokio::test]
+    async fn a_thread_copy_is_not_used_once_shutdown_released_the_claim() {
+        for stale in [false, true] {
+            let wall = Arc::new(ManualClock::new(1_700_000_000_000));
+            let engine =
+                Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), wall)
+                    .await
+                    .expect("start");
+            let ns = engine.namespace("default").expect("default");
+            // The first call makes this thread's copy of the lane.
+            assert!(matches!(engine.try_issue_one(ns), Quick::Done(Ok(_))));
+            engine.shutdown().await.expect("shutdown");
+            crate::issuer::current::tests::STALE_COPIES.set(stale);
+            let after = engine.try_issue_one(ns);
+            crate::issuer::current::tests::STALE_COPIES.set(false);
+            if stale {
+                assert!(
+                    matches!(after, Quick::Done(Ok(_))),
+                    "the control should issue from the released claim: {after:?}"
+                );
+            } else {
+                assert!(
+                    matches!(after, Quick::Slow),
+                    "issued after the claim was released: {after:?}"
+                );
+            }
+        }
+    }
+
+    /// After a lost claim is taken again, a thread that issued under the old one issues under
+    /// the new one (above the old mark) on its next call, and every call is counted once.
+    #[tokio::test(start_paused = true)]
+    async fn a_thread_copy_follows_a_claim_taken_again() {
+        let coordinator = MemoryCoordinator::new();
+        let wall = Arc::new(ManualClock::new(1_700_000_000_000));
+        let config = ServerConfig { window_ms: 1_000, ..ServerConfig::default() };
+        let engine = Engine::start(config, Arc::new(coordinator.clone()), wall.clone())
+            .await
+            .expect("start");
+        let ns = engine.namespace("default").expect("default");
+        let one = |engine: &Engine| match engine.try_issue_one(ns) {
+            Quick::Done(Ok(id)) => u64::try_from(id).expect("a 64-bit id"),
+            other => panic!("no id at once: {other:?}"),
+        };
+        let before = one(&engine);
+        let mark = coordinator.mark("default", 0).expect("a stored mark");
+        assert!(coordinator.revoke("default", 0));
+        wall.advance(1_500);
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if engine.render_metrics().contains("idmint_claims_lost_total{namespace=\"default\"} 1")
+                && engine.is_ready()
+            {
+                break;
+            }
+        }
+        assert!(engine.is_ready(), "not claimed again:\n{}", engine.render_metrics());
+        let after = one(&engine);
+        let mark_tick = mark - idmint_core::Snowflake::EPOCH_MS;
+        assert!(after >> 22 > mark_tick && after > before, "{after} is not above the old mark");
+        let metrics = engine.render_metrics();
+        for family in ["idmint_ids_issued_total", "idmint_requests_total"] {
+            let line = format!("{family}{{namespace=\"default\"}} 2");
+            assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! which share the health and probing of `store.rs`). The namespace picks the issuer of its
 //! source and routes every call to it.
 
+pub(crate) mod active;
 pub(crate) mod counters;
+pub(crate) mod current;
 pub(crate) mod generator;
 pub(crate) mod redis;
 pub(crate) mod segment;
@@ -76,8 +78,9 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
     /// One ID at once, when one is ready without waiting (the common case of a call for one
     /// ID; the namespace counts it); otherwise whether one is due within a tick, or the call
     /// must go down [`issue_into`](Self::issue_into), which waits, extends or refuses as it
-    /// must.
-    fn try_issue_one(&self, _clocks: &Clocks) -> Quick {
+    /// must. With `count`, an ID served is counted as one call for one ID (`single_ids`); the
+    /// namespace passes `false` when it may still refuse the ID, and counts it itself.
+    fn try_issue_one(&self, _clocks: &Clocks, _count: bool) -> Quick {
         Quick::Slow
     }
 

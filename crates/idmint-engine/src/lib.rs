@@ -49,6 +49,7 @@ mod error;
 mod issuer;
 mod metrics;
 mod namespace;
+mod tally;
 mod ticker;
 
 pub use crate::{

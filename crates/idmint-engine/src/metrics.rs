@@ -7,8 +7,13 @@
 
 use std::{
     fmt::Write,
-    sync::atomic::{AtomicU64, Ordering::Relaxed},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering::Relaxed},
+    },
 };
+
+use crate::tally::Tally;
 
 /// Counters and gauges of one namespace.
 #[derive(Debug, Default)]
@@ -19,8 +24,12 @@ pub(crate) struct NamespaceMetrics {
     pub(crate) requests: AtomicU64,
     /// Calls for one ID served at once (the embedded minter's `next`): one ID and one request
     /// each, counted with one atomic add instead of two; read through
-    /// [`ids_issued`](Self::ids_issued) and [`requests`](Self::requests).
+    /// [`ids_issued`](Self::ids_issued) and [`requests`](Self::requests). Those of a lane
+    /// read through a thread's copy are in `single_tally` instead.
     pub(crate) single_ids: AtomicU64,
+    /// As `single_ids`, one single-writer slot per thread that counts (`tally.rs`): no locked
+    /// add on the one-ID path.
+    pub(crate) single_tally: Arc<Tally>,
     pub(crate) batches: AtomicU64,
     pub(crate) sequence_exhaustions: AtomicU64,
     pub(crate) waited_ms: AtomicU64,
@@ -44,12 +53,17 @@ impl NamespaceMetrics {
 
     /// Every ID issued.
     pub(crate) fn ids_issued(&self) -> u64 {
-        self.ids_issued.load(Relaxed).wrapping_add(self.single_ids.load(Relaxed))
+        self.ids_issued.load(Relaxed).wrapping_add(self.singles())
     }
 
     /// Every call for IDs, single and batch.
     pub(crate) fn requests(&self) -> u64 {
-        self.requests.load(Relaxed).wrapping_add(self.single_ids.load(Relaxed))
+        self.requests.load(Relaxed).wrapping_add(self.singles())
+    }
+
+    /// Calls for one ID served at once, however counted.
+    fn singles(&self) -> u64 {
+        self.single_ids.load(Relaxed).wrapping_add(self.single_tally.sum())
     }
 
     pub(crate) fn clock_backward(&self, step_ms: u64) {

@@ -271,20 +271,23 @@ impl Namespace {
     /// One ID at once, as [`issue_into`](Self::issue_into) for a count of 1 would give it,
     /// when the issuer has one ready without waiting; `None` when the call must take
     /// [`issue_one`](Self::issue_one). No sink, no boxed future: the embedded minter's `next`.
+    /// Without public IDs nothing can refuse the ID any more, and the issuer counts it.
+    #[inline]
     pub(crate) fn try_issue_one(&self, clocks: &Clocks) -> Quick {
-        let id = match self.issuer.try_issue_one(clocks) {
+        let Some(public) = &self.public else { return self.issuer.try_issue_one(clocks, true) };
+        let id = match self.issuer.try_issue_one(clocks, false) {
             Quick::Done(Ok(id)) => id,
             other => return other,
         };
         let metrics = &self.shared.metrics;
-        Quick::Done(match self.publish_one(id) {
+        Quick::Done(match public.obfuscate(id) {
             Ok(id) => {
                 NamespaceMetrics::add(&metrics.single_ids, 1);
                 Ok(id)
             }
             Err(e) => {
                 NamespaceMetrics::add(&metrics.ids_issued, 1);
-                Err(e)
+                Err(self.public_exhausted(e))
             }
         })
     }

@@ -151,7 +151,19 @@ impl BlockingMinter {
     /// # Ok::<(), idmint::Error>(())
     /// ```
     pub fn next(&self) -> Result<AnyId, Error> {
-        self.quick(None).unwrap_or_else(|| self.run(self.minter.next()))
+        self.quick(None).unwrap_or_else(|| self.next_on_runtime(None))
+    }
+
+    /// The full path of [`next`](Self::next) and [`next_in`](Self::next_in), on the runtime:
+    /// out of line, so that the quick path's frame stays small (the futures of the full path
+    /// are kilobytes).
+    #[cold]
+    #[inline(never)]
+    fn next_on_runtime(&self, namespace: Option<&str>) -> Result<AnyId, Error> {
+        match namespace {
+            None => self.run(self.minter.next()),
+            Some(namespace) => self.run(self.minter.next_in(namespace)),
+        }
     }
 
     /// [`Minter::next_in`].
@@ -169,7 +181,7 @@ impl BlockingMinter {
     /// # Ok::<(), idmint::Error>(())
     /// ```
     pub fn next_in(&self, namespace: &str) -> Result<AnyId, Error> {
-        self.quick(Some(namespace)).unwrap_or_else(|| self.run(self.minter.next_in(namespace)))
+        self.quick(Some(namespace)).unwrap_or_else(|| self.next_on_runtime(Some(namespace)))
     }
 
     /// [`Minter::next_as`].

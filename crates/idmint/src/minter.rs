@@ -242,6 +242,7 @@ impl Minter {
     /// allocation. Otherwise [`Quick::NextTick`] (one is due within a tick), or
     /// [`Quick::Slow`] for the full path (a closed minter, a forked child, an unknown
     /// namespace, a wait for a window or a claim).
+    #[inline]
     pub(crate) fn try_next(&self, namespace: Option<&str>) -> Quick {
         if self.closed.load(Ordering::Acquire) {
             return Quick::Slow;
@@ -455,6 +456,7 @@ async fn start_engine(settings: &Settings) -> Result<Arc<Engine>, Error> {
 }
 
 /// [`Minter::try_next`] on one engine.
+#[inline]
 fn try_next_on(engine: &Engine, namespace: Option<&str>) -> Quick {
     let ns = match namespace {
         None => engine.namespaces().first(),

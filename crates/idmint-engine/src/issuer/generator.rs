@@ -15,7 +15,6 @@ use std::{
     time::Duration,
 };
 
-use arc_swap::ArcSwapOption;
 use idmint_coord::{Claim, ClaimRequest, ClaimState, Coordinator};
 use idmint_core::{Anchor, AnyGenerator, GeneratorConfig, Next};
 use tokio::{sync::Notify, time::Instant};
@@ -24,7 +23,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Backends, Error, ServerConfig,
     clock::Clocks,
-    issuer::{Backoff, BoxFuture, IdSink, Issuer, Quick, Shared, turns::Turns},
+    issuer::{
+        Backoff, BoxFuture, IdSink, Issuer, Quick, Shared, active::Active, current::Current,
+        turns::Turns,
+    },
     metrics::NamespaceMetrics,
 };
 
@@ -37,65 +39,12 @@ fn claim_usable(state: ClaimState) -> bool {
     }
 }
 
-/// The generator of a held claim, with its clock and its stored mark.
-#[derive(Debug)]
-pub(crate) struct Active {
-    generator: AnyGenerator,
-    anchor: Anchor,
-    generator_id: u64,
-    /// The stored high-water mark; the generator's ceiling never exceeds it.
-    mark_ms: AtomicU64,
-    /// The last wall-clock reading, to see backward steps.
-    last_wall_ms: AtomicU64,
-    /// The claim on the generator ID.
-    claim: Claim,
-}
-
-impl Active {
-    /// Whether IDs may still be issued under the stored mark: false once logical time has
-    /// passed it (its extension failed or is late, e.g. the coordinator is down). Always true
-    /// for layouts without time (`decimal-id`), whose mark is a launch ID.
-    fn window_open(&self, clocks: &Clocks) -> bool {
-        self.generator.last_ms().is_none()
-            || self.anchor.now_ms(clocks.wall_ms(), clocks.mono_ms())
-                <= self.mark_ms.load(Ordering::Acquire)
-    }
-
-    /// How far this lane's IDs run ahead of the wall clock reading `wall_ms`: the time in the
-    /// newest ID issued, or the logical time the next one gets if that is later (read without
-    /// moving the clock), minus `wall_ms`. Read at scrape time, so that it is right whether or
-    /// not requests came since the wall clock moved.
-    fn ahead_of_wall_ms(&self, wall_ms: u64, mono_ms: u64) -> u64 {
-        let newest = self.generator.last_ms().unwrap_or(0);
-        self.anchor.peek_ms(wall_ms, mono_ms).max(newest).saturating_sub(wall_ms)
-    }
-
-    /// Logical time now: never backwards, following the monotonic clock. Counts backward
-    /// steps of the wall clock on the way.
-    /// On the hot path (`hot`), the monotonic clock is read only when the wall clock reads
-    /// another millisecond than the last one returned ([`Anchor::now_ms_with`]); a call that
-    /// waits reads both, so that a wall clock standing still never stalls it. The last wall reading is written only when
-    /// it changed: every call comes through here.
-    fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics, hot: bool) -> u64 {
-        let wall = clocks.wall_ms();
-        if self.last_wall_ms.load(Ordering::Relaxed) != wall {
-            let previous = self.last_wall_ms.swap(wall, Ordering::Relaxed);
-            if wall < previous {
-                metrics.clock_backward(previous - wall);
-            }
-        }
-        if hot {
-            self.anchor.now_ms_with(wall, || clocks.mono_ms())
-        } else {
-            self.anchor.now_ms(wall, clocks.mono_ms())
-        }
-    }
-}
-
 /// One claimed generator ID and what issues from it.
 #[derive(Debug, Default)]
 struct Lane {
-    active: ArcSwapOption<Active>,
+    /// Its claim and generator (none while it claims again), read through a per-thread copy
+    /// on the one-ID path (`current.rs`).
+    active: Current,
     /// Wakes the window task to extend the mark now.
     extend: Notify,
     /// Wakes requests that wait for an extension, or for the lane to claim again.
@@ -162,7 +111,7 @@ impl GeneratorIssuer {
         NamespaceMetrics::add(&self.ns.metrics.claims, 1);
         match self.start_generator(claim, coordinator, clocks, server).await {
             Ok(active) => {
-                lane.active.store(Some(Arc::new(active)));
+                lane.active.replace(Some(Arc::new(active)));
                 Ok(())
             }
             Err((claim, e)) => {
@@ -302,7 +251,7 @@ impl GeneratorIssuer {
                 // issued safely with this generator ID. Drop all of its state.
                 tracing::warn!(namespace = %self.ns.name, generator_id = active.generator_id, "claim lost and window used up; claiming again");
                 lane.reclaiming.store(true, Ordering::Release);
-                lane.active.store(None);
+                lane.active.replace(None);
                 NamespaceMetrics::add(&self.ns.metrics.claims_lost, 1);
                 let _ = coordinator.release(&active.claim).await;
                 // Claim again now, not a tick later: calls are waiting.
@@ -463,7 +412,7 @@ impl GeneratorIssuer {
 
     /// Stops issuing on one lane, stores the final mark, and releases the claim.
     async fn deactivate_lane(lane: &Lane, coordinator: &dyn Coordinator) -> Result<(), Error> {
-        let Some(active) = lane.active.swap(None) else { return Ok(()) };
+        let Some(active) = lane.active.replace(None) else { return Ok(()) };
         // Every issued ID lies at or below the stored mark already (the ceiling is never above
         // it); storing it once more makes sure it is durable before the claim goes.
         let mark = active.mark_ms.load(Ordering::Acquire);
@@ -480,6 +429,28 @@ impl GeneratorIssuer {
             .iter()
             .filter_map(|lane| lane.active.load().as_ref().map(|a| a.generator_id))
             .collect()
+    }
+}
+
+/// One ID from `active` at once, or what keeps it from that; `waits_one_tick`: whether a
+/// sequence used up until the next tick is [`Quick::NextTick`] (one lane) rather than
+/// [`Quick::Slow`] (several: another lane may have IDs, which the full path looks for).
+#[inline]
+fn issue_at_once(
+    active: &Active,
+    clocks: &Clocks,
+    metrics: &NamespaceMetrics,
+    waits_one_tick: bool,
+) -> Quick {
+    let now = active.now(clocks, metrics, true);
+    match active.generator.next(now) {
+        Ok(Next::Ready(id)) => Quick::Done(Ok(id)),
+        Ok(Next::Wait { until_ms }) if waits_one_tick && until_ms <= now.saturating_add(1) => {
+            Quick::NextTick
+        }
+        // Longer waits, an exhausted window and refusals take the full path, which counts
+        // them.
+        _ => Quick::Slow,
     }
 }
 
@@ -538,23 +509,32 @@ impl Issuer for GeneratorIssuer {
         self.lanes.iter().map(ahead).max().unwrap_or(0)
     }
 
-    fn try_issue_one(&self, clocks: &Clocks) -> Quick {
+    fn try_issue_one(&self, clocks: &Clocks, count: bool) -> Quick {
+        let metrics = &self.ns.metrics;
+        if let [lane] = &*self.lanes {
+            // One lane: the thread's copy of its state, and the thread's slot of the tally.
+            let copied = lane.active.with_copy(&metrics.single_tally, |active, singles| {
+                let Some(active) = active else { return Quick::Slow };
+                let quick = issue_at_once(active, clocks, metrics, true);
+                if count && matches!(quick, Quick::Done(Ok(_))) {
+                    singles.add(1);
+                }
+                quick
+            });
+            if let Some(quick) = copied {
+                return quick;
+            }
+        }
+        // Several lanes (their turn is a locked add already), or a thread without its copy.
         let lanes = self.lanes.len();
         let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let active = self.lanes[index].active.load();
         let Some(active) = active.as_ref() else { return Quick::Slow };
-        let now = active.now(clocks, &self.ns.metrics, true);
-        match active.generator.next(now) {
-            Ok(Next::Ready(id)) => Quick::Done(Ok(id)),
-            // With one lane, the sequence is used up until the next tick; with several,
-            // another lane may have IDs, which the full path looks for.
-            Ok(Next::Wait { until_ms }) if lanes == 1 && until_ms <= now.saturating_add(1) => {
-                Quick::NextTick
-            }
-            // Longer waits, an exhausted window and refusals take the full path, which counts
-            // them.
-            _ => Quick::Slow,
+        let quick = issue_at_once(active, clocks, metrics, lanes == 1);
+        if count && matches!(quick, Quick::Done(Ok(_))) {
+            NamespaceMetrics::add(&metrics.single_ids, 1);
         }
+        quick
     }
 
     fn issue_into<'a>(
