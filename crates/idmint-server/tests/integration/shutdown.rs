@@ -173,7 +173,11 @@ fn shutdown_timeline(delay_ms: u64) -> Timeline {
     let refused = loop {
         let at = cancelled.elapsed();
         assert!(at < Duration::from_secs(10), "the listener never closed: {seen:?}");
-        let Ok(ready) = http::send(addr, "GET", "/readyz", &[], None) else { break at };
+        // The refusal's time is when the attempt failed, not when it began: a connection
+        // made just before the listener closes is reset by the close, after the delay.
+        let Ok(ready) = http::send(addr, "GET", "/readyz", &[], None) else {
+            break cancelled.elapsed();
+        };
         let Some(timeline) = &mut seen else {
             if ready.status == 503 {
                 seen = Some(Timeline {
