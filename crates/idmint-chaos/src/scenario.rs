@@ -589,8 +589,9 @@ impl Run {
         self.tasks.push(self.runtime.spawn(task));
     }
 
-    /// Stops the clients, then the servers (SIGTERM), and adds claims and marks.
-    fn finish(&mut self) -> Result<(), ChaosError> {
+    /// Stops the clients: tells them to stop, then joins the threads and waits up to 5 s for
+    /// each task.
+    pub(super) fn stop_clients(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         for thread in self.threads.drain(..) {
             let _ = thread.join();
@@ -600,6 +601,11 @@ impl Run {
                 .runtime
                 .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
         }
+    }
+
+    /// Stops the clients, then the servers (SIGTERM), and adds claims and marks.
+    fn finish(&mut self) -> Result<(), ChaosError> {
+        self.stop_clients();
         self.watcher.stop();
         for node in &mut self.nodes {
             node.terminate();

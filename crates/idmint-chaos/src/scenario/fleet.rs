@@ -314,15 +314,7 @@ fn clk_tck() -> f64 {
 /// Stops the clients, then SIGTERM to every server at once (so that 200 need not stop one
 /// after another), then reaps them.
 fn stop_everything(run: &mut Run) {
-    run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    for thread in run.threads.drain(..) {
-        let _ = thread.join();
-    }
-    for task in run.tasks.drain(..) {
-        let _ = run
-            .runtime
-            .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
-    }
+    run.stop_clients();
     for node in &run.nodes {
         if let Some(pid) = node.pid() {
             let _ = signal_pid(pid, "TERM");

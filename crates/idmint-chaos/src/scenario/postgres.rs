@@ -92,18 +92,7 @@ pub(super) fn promotion(run: &mut Run) -> Result<(), ChaosError> {
     let d = run.secs(4.0).max(Duration::from_secs(3));
     run.hold(d);
     // Clients and servers stop before the databases go away with this function.
-    run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    for thread in run.threads.drain(..) {
-        let _ = thread.join();
-    }
-    for task in run.tasks.drain(..) {
-        let _ = run
-            .runtime
-            .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
-    }
-    for node in &mut run.nodes {
-        node.terminate();
-    }
+    stop_all(run);
     Ok(())
 }
 
@@ -153,15 +142,7 @@ pub(super) fn coordinator_args_with(
 
 /// Stops clients and servers before the database goes away with the scenario's function.
 pub(super) fn stop_all(run: &mut Run) {
-    run.shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    for thread in run.threads.drain(..) {
-        let _ = thread.join();
-    }
-    for task in run.tasks.drain(..) {
-        let _ = run
-            .runtime
-            .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
-    }
+    run.stop_clients();
     for node in &mut run.nodes {
         node.terminate();
     }
