@@ -42,8 +42,8 @@ fn minters_claim_distinct_generator_ids_in_postgres() {
     });
 }
 
-/// Machines `a` and `b` claim distinct generator IDs and issue 10,000 IDs each; `a` closes and
-/// starts again (with the same generator ID when `same_id_again`), and issues above its last.
+/// Machines `a` and `b` claim distinct generator IDs and mint 10,000 IDs each; `a` closes and
+/// starts again (with the same generator ID when `same_id_again`), and mints above its last.
 fn check_two_machines(same_id_again: bool, build: impl Fn(&Path) -> BlockingMinter) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let a = build(&tmp.path().join("a"));
