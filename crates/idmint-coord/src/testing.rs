@@ -34,9 +34,14 @@ mod redis;
 mod sentinel;
 
 use std::{
+    collections::BTreeSet,
     io,
     net::{Ipv4Addr, TcpListener},
     path::{Path, PathBuf},
+    sync::{
+        Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 #[cfg(feature = "etcd")]
@@ -170,9 +175,17 @@ pub fn find_program(program: &str, hint: &str) -> Result<PathBuf, HarnessError> 
         .ok_or_else(missing)
 }
 
-/// `count` distinct free loopback ports. The kernel picks them (bind to port 0); all are held
-/// until every one is picked, then released for the service to bind. Another process may
-/// take one in between, so harnesses retry a start that fails.
+/// `count` distinct free loopback ports, below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768 and up by default).
+///
+/// A port the kernel picks (a bind to port 0) is an ephemeral one, and between its release
+/// and the service's bind any outgoing connection on the machine may be given it as its local
+/// port: a chaos run, with thousands of connections, lost a server's start to that. The
+/// kernel gives connections only ephemeral ports, so these are drawn from 10000 up to the
+/// range, at random, each checked by binding it, and never handed out twice by this process
+/// (until half of them have been). All are held until every one is picked, then released for
+/// the service to bind. Where the range leaves fewer than 1,000 ports below it, the kernel
+/// picks.
 ///
 /// # Errors
 ///
@@ -186,15 +199,68 @@ pub fn find_program(program: &str, hint: &str) -> Result<PathBuf, HarnessError> 
 /// # Ok::<(), idmint_coord::testing::HarnessError>(())
 /// ```
 pub fn free_ports(count: usize) -> Result<Vec<u16>, HarnessError> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| HarnessError::io("cannot bind a loopback port", e))?;
+    const FLOOR: u16 = 10_000;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let below = ephemeral_floor().saturating_sub(FLOOR);
+    let bind = |port: u16| TcpListener::bind((Ipv4Addr::LOCALHOST, port));
+    let mut listeners = Vec::with_capacity(count);
+    if below < 1_000 {
+        for _ in 0..count {
+            listeners
+                .push(bind(0).map_err(|e| HarnessError::io("cannot bind a loopback port", e))?);
+        }
+    } else {
+        let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+        // A different sequence in each process: its ID and the time mixed in.
+        let seed = u64::from(std::process::id()) << 32
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::from(d.subsec_nanos()));
+        let mut attempts = 0u32;
+        while listeners.len() < count {
+            attempts += 1;
+            if attempts > 100_000 {
+                return Err(HarnessError::io(
+                    "cannot bind a loopback port below the ephemeral range",
+                    io::Error::from(io::ErrorKind::AddrInUse),
+                ));
+            }
+            if given.len() >= usize::from(below) / 2 {
+                given.clear();
+            }
+            let draw = splitmix(seed.wrapping_add(DRAWS.fetch_add(1, Ordering::Relaxed)));
+            let port = FLOOR + u16::try_from(draw % u64::from(below)).unwrap_or(0);
+            if given.contains(&port) {
+                continue;
+            }
+            if let Ok(listener) = bind(port) {
+                given.insert(port);
+                listeners.push(listener);
+            }
+        }
+    }
     listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect::<Result<_, _>>()
         .map_err(|e| HarnessError::io("cannot read a bound port", e))
+}
+
+/// The first port of the kernel's ephemeral range (32768 when it cannot be read).
+fn ephemeral_floor() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|low| low.parse().ok()))
+        .unwrap_or(32_768)
+}
+
+/// SplitMix64's output for `x`: spreads consecutive draws over the ports.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// A fresh temporary directory for a service's data: in `/dev/shm` when possible (fsync is

@@ -8,7 +8,6 @@
 use idmint_testkit::http;
 use std::{
     io::Read,
-    net::TcpListener,
     path::Path,
     process::{Command, ExitStatus, Stdio},
     sync::{
@@ -372,8 +371,7 @@ fn the_access_log_has_one_line_per_request_only_when_asked() {
 #[test]
 fn the_readme_command_serves_1000_ids() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let port =
-        TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let port = idmint_coord::testing::free_ports(1).expect("a free port")[0];
     let listen = format!("127.0.0.1:{port}");
     let data_dir = dir.path().join("idmint-data");
     let mut serve = start_on(&listen, &data_dir, &[], &[]);
