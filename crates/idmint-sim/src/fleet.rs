@@ -166,12 +166,7 @@ impl std::fmt::Display for FleetReport {
 /// assert_eq!(report.takeover_ms.len(), 1);
 /// ```
 pub fn run_fleet(seed: u64, options: &FleetOptions) -> FleetReport {
-    let mut builder = tokio::runtime::Builder::new_current_thread();
-    builder.enable_time().start_paused(true);
-    #[cfg(tokio_unstable)]
-    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
-    let runtime = builder.build().expect("a current-thread runtime");
-    runtime.block_on(simulate(seed, options.clone()))
+    crate::rng::block_on_seeded(seed, simulate(seed, options.clone()))
 }
 
 /// One server machine and what runs on it.

@@ -1,5 +1,6 @@
 //! The simulation's only source of randomness: SplitMix64, seeded per run and per actor, so
-//! that a seed replays the same faults and requests.
+//! that a seed replays the same faults and requests; and the paused runtime a run is driven on,
+//! whose own random choices the same seed fixes.
 
 /// A small seeded generator (SplitMix64). Not for cryptography; for schedules.
 ///
@@ -51,4 +52,18 @@ impl Rng {
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+}
+
+/// Runs `run` to its end on a current-thread runtime in paused time, tokio's random choices
+/// seeded from `seed`: `tokio::select!` picks among ready branches at random (the server's
+/// window task uses it), and only `--cfg tokio_unstable` lets us seed that choice, which makes
+/// replays exact.
+pub(crate) fn block_on_seeded<F: std::future::Future>(seed: u64, run: F) -> F::Output {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_time().start_paused(true);
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    #[cfg(not(tokio_unstable))]
+    let _ = seed;
+    builder.build().expect("a current-thread runtime").block_on(run)
 }

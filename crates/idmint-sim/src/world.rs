@@ -109,14 +109,7 @@ struct World {
 /// assert!(report.ids > 0);
 /// ```
 pub fn run_seed(seed: u64, options: &SimOptions) -> Report {
-    let mut builder = tokio::runtime::Builder::new_current_thread();
-    builder.enable_time().start_paused(true);
-    // `tokio::select!` picks among ready branches at random (the server's window task uses
-    // it); only `--cfg tokio_unstable` lets us seed that choice, which makes replays exact.
-    #[cfg(tokio_unstable)]
-    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
-    let runtime = builder.build().expect("a current-thread runtime");
-    runtime.block_on(simulate(seed, options.clone()))
+    crate::rng::block_on_seeded(seed, simulate(seed, options.clone()))
 }
 
 async fn simulate(seed: u64, options: SimOptions) -> Report {
