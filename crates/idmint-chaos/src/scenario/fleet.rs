@@ -17,8 +17,8 @@ use std::{
 };
 
 use idmint_coord::{
-    ClaimRequest, Coordinator, EtcdCoordinator, EtcdOptions, GeneratorIds, PostgresCoordinator,
-    PostgresLeaseOptions, PostgresOptions,
+    Claim, ClaimRequest, Coordinator, EtcdCoordinator, EtcdOptions, GeneratorIds,
+    PostgresCoordinator, PostgresLeaseOptions, PostgresOptions,
     testing::{EtcdCluster, Postgres, free_ports},
 };
 use serde_json::{Value, json};
@@ -536,26 +536,40 @@ fn probe(
         let request = ClaimRequest::new("fleet-probe", GeneratorIds::Pool { count: 1 }, "probe");
         let failed = |e: idmint_coord::Error| ChaosError::Server(format!("the probe: {e}"));
         let claim = coordinator.claim(&request).await.map_err(failed)?;
-        let mut latencies = Vec::new();
-        let mut failures = 0u64;
-        let mut mark = now_ms();
-        let end = Instant::now() + length;
-        let mut tick = tokio::time::interval(Duration::from_millis(1_000 / PROBE_RATE));
-        while Instant::now() < end {
-            tick.tick().await;
-            mark = mark.max(now_ms()) + 1;
-            let sent = Instant::now();
-            match coordinator.store_mark(&claim, mark).await {
-                Ok(()) => latencies.push(sent.elapsed().as_secs_f64() * 1_000.0),
-                Err(_) => failures += 1,
-            }
-        }
-        let _ = coordinator.release(&claim).await;
+        let pace = tokio::time::interval(Duration::from_millis(1_000 / PROBE_RATE));
+        let (mut latencies, failures) =
+            write_marks(coordinator.as_ref(), claim, Instant::now() + length, Some(pace)).await;
         let mut summary = percentiles(&mut latencies);
         summary["failures"] = json!(failures);
         summary["rate_per_s"] = json!(PROBE_RATE);
         Ok(summary)
     })
+}
+
+/// Writes increasing marks on `claim` until `end`, each as its answer comes or on each tick of
+/// `pace`, then releases the claim: each write's latency in ms, and how many failed.
+async fn write_marks(
+    coordinator: &dyn Coordinator,
+    claim: Claim,
+    end: Instant,
+    mut pace: Option<tokio::time::Interval>,
+) -> (Vec<f64>, u64) {
+    let mut latencies = Vec::new();
+    let mut failures = 0u64;
+    let mut mark = now_ms();
+    while Instant::now() < end {
+        if let Some(pace) = &mut pace {
+            pace.tick().await;
+        }
+        mark = mark.max(now_ms()) + 1;
+        let sent = Instant::now();
+        match coordinator.store_mark(&claim, mark).await {
+            Ok(()) => latencies.push(sent.elapsed().as_secs_f64() * 1_000.0),
+            Err(_) => failures += 1,
+        }
+    }
+    let _ = coordinator.release(&claim).await;
+    (latencies, failures)
 }
 
 /// With the fleet stopped: how many mark writes per second the store takes from idmint's own
@@ -588,19 +602,7 @@ fn write_bench(
             for claim in held {
                 let coordinator = Arc::clone(&coordinator);
                 tasks.push(tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    let mut failures = 0u64;
-                    let mut mark = now_ms();
-                    while Instant::now() < end {
-                        mark = mark.max(now_ms()) + 1;
-                        let sent = Instant::now();
-                        match coordinator.store_mark(&claim, mark).await {
-                            Ok(()) => latencies.push(sent.elapsed().as_secs_f64() * 1_000.0),
-                            Err(_) => failures += 1,
-                        }
-                    }
-                    let _ = coordinator.release(&claim).await;
-                    (latencies, failures)
+                    write_marks(coordinator.as_ref(), claim, end, None).await
                 }));
             }
             let mut latencies = Vec::new();
