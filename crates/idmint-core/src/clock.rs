@@ -21,17 +21,41 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub trait Clock {
     /// The current time in Unix milliseconds.
     fn now_ms(&self) -> u64;
+
+    /// Whether this clock is [`SystemClock`] (or a reference to it): a caller that holds a
+    /// clock behind `dyn Clock` may then read the system clock directly, without the indirect
+    /// call. False for every other clock.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use idmint_core::{Clock, ManualClock, SystemClock};
+    ///
+    /// assert!(SystemClock.is_system());
+    /// assert!(!ManualClock::new(1).is_system());
+    /// ```
+    fn is_system(&self) -> bool {
+        false
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     fn now_ms(&self) -> u64 {
         (**self).now_ms()
     }
+
+    fn is_system(&self) -> bool {
+        (**self).is_system()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn now_ms(&self) -> u64 {
         (**self).now_ms()
+    }
+
+    fn is_system(&self) -> bool {
+        (**self).is_system()
     }
 }
 
@@ -49,10 +73,15 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    #[inline]
     fn now_ms(&self) -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    fn is_system(&self) -> bool {
+        true
     }
 }
 

@@ -334,7 +334,7 @@ impl Engine {
     /// let engine = Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
     /// let ns = engine.namespace("default")?;
     /// let id = match engine.try_issue_one(ns) {
-    ///     Quick::Done(done) => done?,
+    ///     Quick::Done(id) => id,
     ///     Quick::NextTick | Quick::Slow => engine.issue_one(ns).await?,
     /// };
     /// assert_eq!(id.bits(), 64);
@@ -625,14 +625,14 @@ mod tests {
                     .expect("start");
             let ns = engine.namespace("default").expect("default");
             // The first call makes this thread's copy of the lane.
-            assert!(matches!(engine.try_issue_one(ns), Quick::Done(Ok(_))));
+            assert!(matches!(engine.try_issue_one(ns), Quick::Done(_)));
             engine.shutdown().await.expect("shutdown");
             crate::issuer::current::tests::STALE_COPIES.set(stale);
             let after = engine.try_issue_one(ns);
             crate::issuer::current::tests::STALE_COPIES.set(false);
             if stale {
                 assert!(
-                    matches!(after, Quick::Done(Ok(_))),
+                    matches!(after, Quick::Done(_)),
                     "the control should issue from the released claim: {after:?}"
                 );
             } else {
@@ -656,7 +656,7 @@ mod tests {
             .expect("start");
         let ns = engine.namespace("default").expect("default");
         let one = |engine: &Engine| match engine.try_issue_one(ns) {
-            Quick::Done(Ok(id)) => u64::try_from(id).expect("a 64-bit id"),
+            Quick::Done(id) => u64::try_from(id).expect("a 64-bit id"),
             other => panic!("no id at once: {other:?}"),
         };
         let before = one(&engine);

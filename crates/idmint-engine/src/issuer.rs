@@ -118,8 +118,9 @@ pub(crate) trait Issuer: fmt::Debug + Send + Sync {
 /// What a call for one ID found without waiting ([`Engine::try_issue_one`](crate::Engine::try_issue_one)).
 #[derive(Debug)]
 pub enum Quick {
-    /// The ID, or the call's error.
-    Done(Result<AnyId, Error>),
+    /// The ID. A call that would be refused takes the full path ([`Quick::Slow`]), which
+    /// refuses it with the error and counts it: the answer stays one word and a tag.
+    Done(AnyId),
     /// The tick's IDs are used up: one is due within a tick. A caller that may spin or yield
     /// that long tries again; one that may not takes the full path.
     NextTick,

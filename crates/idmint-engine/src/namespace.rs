@@ -276,20 +276,19 @@ impl Namespace {
     pub(crate) fn try_issue_one(&self, clocks: &Clocks) -> Quick {
         let Some(public) = &self.public else { return self.issuer.try_issue_one(clocks, true) };
         let id = match self.issuer.try_issue_one(clocks, false) {
-            Quick::Done(Ok(id)) => id,
+            Quick::Done(id) => id,
             other => return other,
         };
         let metrics = &self.shared.metrics;
-        Quick::Done(match public.obfuscate(id) {
-            Ok(id) => {
-                NamespaceMetrics::add(&metrics.single_ids, 1);
-                Ok(id)
-            }
-            Err(e) => {
-                NamespaceMetrics::add(&metrics.ids_issued, 1);
-                Err(self.public_exhausted(e))
-            }
-        })
+        if let Ok(id) = public.obfuscate(id) {
+            NamespaceMetrics::add(&metrics.single_ids, 1);
+            Quick::Done(id)
+        } else {
+            // Issued but not served: the full path takes another, is refused as this one was,
+            // and says why.
+            NamespaceMetrics::add(&metrics.ids_issued, 1);
+            Quick::Slow
+        }
     }
 
     /// One ID, waiting at most `max_wait_ms` as [`issue_into`](Self::issue_into) does.
@@ -298,8 +297,8 @@ impl Namespace {
         clocks: &Clocks,
         max_wait_ms: u64,
     ) -> Result<AnyId, Error> {
-        if let Quick::Done(done) = self.try_issue_one(clocks) {
-            return done;
+        if let Quick::Done(id) = self.try_issue_one(clocks) {
+            return Ok(id);
         }
         let mut ids = Vec::with_capacity(1);
         self.issuer.issue_into(clocks, 1, max_wait_ms, &mut ids).await?;

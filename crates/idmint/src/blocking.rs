@@ -121,10 +121,11 @@ impl BlockingMinter {
     /// are used up, after yielding the thread until the next tick's are (at most
     /// [`NEXT_TICK_YIELDS`] times). Parking on the runtime's clock instead costs a wake-up per
     /// thread per tick, which several threads at the ceiling feel. `None` takes the full path.
-    fn quick(&self, namespace: Option<&str>) -> Option<Result<AnyId, Error>> {
+    #[inline]
+    fn quick(&self, namespace: Option<&str>) -> Option<AnyId> {
         for _ in 0..NEXT_TICK_YIELDS {
             match self.minter.try_next(namespace) {
-                Quick::Done(done) => return Some(done.map_err(Error::from)),
+                Quick::Done(id) => return Some(id),
                 Quick::NextTick => std::thread::yield_now(),
                 Quick::Slow => return None,
             }
@@ -151,7 +152,7 @@ impl BlockingMinter {
     /// # Ok::<(), idmint::Error>(())
     /// ```
     pub fn next(&self) -> Result<AnyId, Error> {
-        self.quick(None).unwrap_or_else(|| self.next_on_runtime(None))
+        self.quick(None).map_or_else(|| self.next_on_runtime(None), Ok)
     }
 
     /// The full path of [`next`](Self::next) and [`next_in`](Self::next_in), on the runtime:
@@ -181,7 +182,7 @@ impl BlockingMinter {
     /// # Ok::<(), idmint::Error>(())
     /// ```
     pub fn next_in(&self, namespace: &str) -> Result<AnyId, Error> {
-        self.quick(Some(namespace)).unwrap_or_else(|| self.next_on_runtime(Some(namespace)))
+        self.quick(Some(namespace)).map_or_else(|| self.next_on_runtime(Some(namespace)), Ok)
     }
 
     /// [`Minter::next_as`].

@@ -203,8 +203,8 @@ impl Minter {
     /// # }).unwrap();
     /// ```
     pub async fn next(&self) -> Result<AnyId, Error> {
-        if let Quick::Done(done) = self.try_next(None) {
-            return done.map_err(Error::from);
+        if let Quick::Done(id) = self.try_next(None) {
+            return Ok(id);
         }
         let engine = self.engine().await?;
         let ns = engine.namespaces().first().map(|ns| ns.name.clone()).unwrap_or_default();
@@ -230,8 +230,8 @@ impl Minter {
     /// # }).unwrap();
     /// ```
     pub async fn next_in(&self, namespace: &str) -> Result<AnyId, Error> {
-        if let Quick::Done(done) = self.try_next(Some(namespace)) {
-            return done.map_err(Error::from);
+        if let Quick::Done(id) = self.try_next(Some(namespace)) {
+            return Ok(id);
         }
         let engine = self.engine().await?;
         one(&engine, namespace).await
@@ -244,11 +244,20 @@ impl Minter {
     /// namespace, a wait for a window or a claim).
     #[inline]
     pub(crate) fn try_next(&self, namespace: Option<&str>) -> Quick {
+        if !self.closed.load(Ordering::Acquire) && self.started_in.is_current() {
+            try_next_on(&self.started, namespace)
+        } else {
+            self.try_next_elsewhere(namespace)
+        }
+    }
+
+    /// [`try_next`](Self::try_next) of a closed minter, or in a forked child: out of line, so
+    /// that the common case's frame stays small.
+    #[cold]
+    #[inline(never)]
+    fn try_next_elsewhere(&self, namespace: Option<&str>) -> Quick {
         if self.closed.load(Ordering::Acquire) {
             return Quick::Slow;
-        }
-        if self.started_in.is_current() {
-            return try_next_on(&self.started, namespace);
         }
         let running = self.current.load();
         if !running.process.is_current() {
@@ -455,14 +464,21 @@ async fn start_engine(settings: &Settings) -> Result<Arc<Engine>, Error> {
     Ok(engine)
 }
 
-/// [`Minter::try_next`] on one engine.
-#[inline]
+/// [`Minter::try_next`] on one engine: inlined, as every layer of the one-ID path is but the
+/// issuer's (DESIGN.md, "How does a call for one ID stay cheap?").
+#[inline(always)]
 fn try_next_on(engine: &Engine, namespace: Option<&str>) -> Quick {
     let ns = match namespace {
         None => engine.namespaces().first(),
-        Some(name) => engine.namespace(name).ok(),
+        Some(name) => by_name(engine, name),
     };
     ns.map_or(Quick::Slow, |ns| engine.try_issue_one(ns))
+}
+
+/// A namespace of `engine` by name: out of line, as a call without a name never needs it.
+#[inline(never)]
+fn by_name<'a>(engine: &'a Engine, name: &str) -> Option<&'a Arc<idmint_engine::Namespace>> {
+    engine.namespace(name).ok()
 }
 
 async fn one(engine: &Engine, namespace: &str) -> Result<AnyId, Error> {

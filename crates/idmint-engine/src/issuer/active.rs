@@ -47,6 +47,7 @@ impl Active {
     /// another millisecond than the last one returned ([`Anchor::now_ms_with`]); a call that
     /// waits reads both, so that a wall clock standing still never stalls it. The last wall reading is written only when
     /// it changed: every call comes through here.
+    #[inline]
     pub(super) fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics, hot: bool) -> u64 {
         let wall = clocks.wall_ms();
         if self.last_wall_ms.load(Ordering::Relaxed) != wall {

@@ -91,29 +91,33 @@ impl Current {
 
     /// Calls `f` with the state as the calling thread last read it, if its stamp is still
     /// the lane's, or as read now (the thread's copy renewed), and with the thread's slot of
-    /// `singles` (the tally of the lane's namespace). `None` when the thread has no copy to
-    /// use (it is ending, or is inside a call already): the caller reads the lane itself.
+    /// `singles` (the tally of the lane's namespace); `otherwise` when the thread has no copy
+    /// to use (it is ending, or is inside a call already), which reads the lane itself. The
+    /// answer is returned as `f` gives it, not wrapped: the one-ID path's result is not copied
+    /// through an `Option`.
     #[inline]
     pub(crate) fn with_copy<R>(
         &self,
         singles: &Arc<Tally>,
         f: impl FnOnce(Option<&Active>, &TallySlot) -> R,
-    ) -> Option<R> {
+        otherwise: impl FnOnce() -> R,
+    ) -> R {
         // Before the state, so that a copy made now never pairs a newer stamp with an older
         // state.
         let stamp = self.stamp.load(Ordering::Acquire);
-        COPY.try_with(|copy| {
-            let mut copy = copy.try_borrow_mut().ok()?;
+        let used = COPY.try_with(|copy| {
+            let Ok(mut copy) = copy.try_borrow_mut() else { return None };
             if !copy.as_ref().is_some_and(|copy| fresh(copy, stamp)) {
                 let before = copy.take();
-                let renewed = self.copy(stamp, singles, before);
-                *copy = Some(renewed);
+                *copy = Some(self.copy(stamp, singles, before));
             }
             let copy = copy.as_ref()?;
             Some(f(copy.active.as_deref(), &copy.singles))
-        })
-        .ok()
-        .flatten()
+        });
+        match used {
+            Ok(Some(answer)) => answer,
+            _ => otherwise(),
+        }
     }
 
     /// A copy of the state as read now, under `stamp` (read before it); the slot of the copy

@@ -430,12 +430,29 @@ impl GeneratorIssuer {
             .filter_map(|lane| lane.active.load().as_ref().map(|a| a.generator_id))
             .collect()
     }
+
+    /// [`Issuer::try_issue_one`] through the lanes' shared state: several lanes (their turn
+    /// is a locked add already), or a thread without its copy. Out of line: the common case
+    /// (one lane, the thread's copy) never needs it.
+    #[inline(never)]
+    fn try_issue_one_shared(&self, clocks: &Clocks, count: bool) -> Quick {
+        let metrics = &self.ns.metrics;
+        let lanes = self.lanes.len();
+        let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
+        let active = self.lanes[index].active.load();
+        let Some(active) = active.as_ref() else { return Quick::Slow };
+        let quick = issue_at_once(active, clocks, metrics, lanes == 1);
+        if count && matches!(quick, Quick::Done(_)) {
+            NamespaceMetrics::add(&metrics.single_ids, 1);
+        }
+        quick
+    }
 }
 
 /// One ID from `active` at once, or what keeps it from that; `waits_one_tick`: whether a
 /// sequence used up until the next tick is [`Quick::NextTick`] (one lane) rather than
 /// [`Quick::Slow`] (several: another lane may have IDs, which the full path looks for).
-#[inline]
+#[inline(always)]
 fn issue_at_once(
     active: &Active,
     clocks: &Clocks,
@@ -444,7 +461,7 @@ fn issue_at_once(
 ) -> Quick {
     let now = active.now(clocks, metrics, true);
     match active.generator.next(now) {
-        Ok(Next::Ready(id)) => Quick::Done(Ok(id)),
+        Ok(Next::Ready(id)) => Quick::Done(id),
         Ok(Next::Wait { until_ms }) if waits_one_tick && until_ms <= now.saturating_add(1) => {
             Quick::NextTick
         }
@@ -513,28 +530,21 @@ impl Issuer for GeneratorIssuer {
         let metrics = &self.ns.metrics;
         if let [lane] = &*self.lanes {
             // One lane: the thread's copy of its state, and the thread's slot of the tally.
-            let copied = lane.active.with_copy(&metrics.single_tally, |active, singles| {
-                let Some(active) = active else { return Quick::Slow };
-                let quick = issue_at_once(active, clocks, metrics, true);
-                if count && matches!(quick, Quick::Done(Ok(_))) {
-                    singles.add(1);
-                }
-                quick
-            });
-            if let Some(quick) = copied {
-                return quick;
-            }
+            lane.active.with_copy(
+                &metrics.single_tally,
+                |active, singles| {
+                    let Some(active) = active else { return Quick::Slow };
+                    let quick = issue_at_once(active, clocks, metrics, true);
+                    if count && matches!(quick, Quick::Done(_)) {
+                        singles.add(1);
+                    }
+                    quick
+                },
+                || self.try_issue_one_shared(clocks, count),
+            )
+        } else {
+            self.try_issue_one_shared(clocks, count)
         }
-        // Several lanes (their turn is a locked add already), or a thread without its copy.
-        let lanes = self.lanes.len();
-        let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
-        let active = self.lanes[index].active.load();
-        let Some(active) = active.as_ref() else { return Quick::Slow };
-        let quick = issue_at_once(active, clocks, metrics, lanes == 1);
-        if count && matches!(quick, Quick::Done(Ok(_))) {
-            NamespaceMetrics::add(&metrics.single_ids, 1);
-        }
-        quick
     }
 
     fn issue_into<'a>(
