@@ -21,6 +21,7 @@
 //! `idmint lease list`), then continued: it must not issue from the lost claim, and claims
 //! anew. The negative control (`no-clock-guard`) runs the same processes with `idmint gen
 //! --unsafe-no-clock-guard`: logical time follows the clock back, and the 2 s step repeats IDs.
+//! It leaves out the restart with the clock back, which the store refuses on its own.
 
 use std::{
     io::Read,
@@ -291,7 +292,7 @@ enum Fault {
 
 /// The seeded order of faults, each on a seeded process.
 fn nemeses(run: &mut Run, fleet: &mut Fleet) -> Result<(), ChaosError> {
-    let mut faults = [
+    let mut faults = vec![
         Fault::Kill9,
         Fault::Kill9,
         Fault::StepBack(-2.0),
@@ -300,6 +301,13 @@ fn nemeses(run: &mut Run, fleet: &mut Fleet) -> Result<(), ChaosError> {
         Fault::Takeover(Store::Postgres),
         Fault::Takeover(Store::Etcd),
     ];
+    if run.control.is_some() {
+        // Without the clock guard, a process restarted with its clock back asks the store for
+        // a mark below the stored one, and the store refuses it (marks never go down): the
+        // process exits at start, which ends the run before the faults the guard alone
+        // answers. The control keeps those: the steps back while running.
+        faults.retain(|fault| !matches!(fault, Fault::RestartBack(_)));
+    }
     run.rng.shuffle(&mut faults);
     let regular = fleet.apps.len();
     for fault in faults {
