@@ -612,6 +612,70 @@ mod tests {
         assert!(all.windows(2).all(|w| w[0] < w[1]), "ids must keep increasing, without repeats");
     }
 
+    /// Calls for one ID that wait for the next tick are served first come, first served
+    /// (`issuer/turns.rs`): 8 calls wait for a used-up tick, then the wall clock steps 1 ms on
+    /// and a ninth call comes at once, before any of the 8 has run again. The 8 get IDs in the
+    /// order they came and the ninth after them. The negative control (the queue unseen) lets
+    /// the ninth take the new tick's first ID, ahead of all 8.
+    #[tokio::test(start_paused = true)]
+    async fn single_ids_that_wait_are_served_first_come_first_served() {
+        for unqueued in [false, true] {
+            let wall = Arc::new(ManualClock::new(1_700_000_000_000));
+            let engine = Arc::new(
+                Engine::start(
+                    ServerConfig::default(),
+                    Arc::new(MemoryCoordinator::new()),
+                    wall.clone(),
+                )
+                .await
+                .expect("start"),
+            );
+            let ns = Arc::clone(engine.namespace("default").expect("default"));
+            // Use up this tick.
+            while let Quick::Done(_) = engine.try_issue_one(&ns) {}
+            assert!(matches!(engine.try_issue_one(&ns), Quick::NextTick));
+            let mut waiters = Vec::new();
+            for _ in 0..8 {
+                let (engine, ns) = (Arc::clone(&engine), Arc::clone(&ns));
+                let call = tokio::spawn(async move { engine.issue_one(&ns).await });
+                waiters.push(call);
+                // Each comes, and waits, before the next.
+                tokio::task::yield_now().await;
+            }
+            wall.advance(1);
+            crate::issuer::turns::tests::UNQUEUED.set(unqueued);
+            let ninth = match engine.try_issue_one(&ns) {
+                Quick::Done(id) => tokio::spawn(async move { Ok(id) }),
+                _ => {
+                    let (engine, ns) = (Arc::clone(&engine), Arc::clone(&ns));
+                    tokio::spawn(async move { engine.issue_one(&ns).await })
+                }
+            };
+            crate::issuer::turns::tests::UNQUEUED.set(false);
+            // The waits end at the tick: tokio's clock moves on to it, and the clock thread
+            // (`ticker.rs`) wakes the first call in real time. Meanwhile this task stays
+            // runnable, so that the paused clock does not jump to the calls' deadlines.
+            tokio::time::advance(Duration::from_millis(1)).await;
+            let stuck = std::time::Instant::now() + Duration::from_secs(30);
+            while !(waiters.iter().all(tokio::task::JoinHandle::is_finished) && ninth.is_finished())
+            {
+                assert!(std::time::Instant::now() < stuck, "the waiting calls were never served");
+                tokio::task::yield_now().await;
+            }
+            let ninth = ninth.await.expect("task").expect("the ninth call");
+            let mut served = Vec::new();
+            for call in waiters {
+                served.push(call.await.expect("task").expect("within max_wait_ms"));
+            }
+            let in_order = served.windows(2).all(|w| w[0] < w[1]) && served[7] < ninth;
+            assert_eq!(
+                in_order, !unqueued,
+                "unqueued: {unqueued}: 8 waiters {served:?}, then {ninth:?}"
+            );
+            engine.shutdown().await.expect("shutdown");
+        }
+    }
+
     /// The one-ID path reads a lane through the calling thread's copy (`issuer/current.rs`):
     /// once shutdown has released the claim, the next call must not issue from that copy.
     /// The negative control (copies used whatever their stamp) issues from the released claim.

@@ -121,11 +121,12 @@ pub enum Quick {
     /// The ID. A call that would be refused takes the full path ([`Quick::Slow`]), which
     /// refuses it with the error and counts it: the answer stays one word and a tag.
     Done(AnyId),
-    /// The tick's IDs are used up: one is due within a tick. A caller that may spin or yield
-    /// that long tries again; one that may not takes the full path.
+    /// The tick's IDs are used up: one is due within a tick. The full path waits for it,
+    /// first come, first served with the other calls that wait; a caller that spins and tries
+    /// again instead is in no queue, and comes after the calls that are.
     NextTick,
     /// The call takes the full path ([`Engine::issue_one`](crate::Engine::issue_one)): it
-    /// waits for a claim or a window, or is refused.
+    /// waits for a claim or a window, or behind calls that wait already, or is refused.
     Slow,
 }
 
@@ -231,6 +232,8 @@ pub trait IdSink: Send + sealed::Sealed {
     fn reserve(&mut self, additional: usize);
     /// Appends a generator's batch.
     fn take(&mut self, batch: AnyBatch);
+    /// Appends one ID.
+    fn push(&mut self, id: AnyId);
     /// IDs of a 64-bit store source.
     fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>);
     /// Keeps the first `len` IDs.
@@ -266,6 +269,10 @@ impl IdSink for Vec<AnyId> {
 
     fn take(&mut self, batch: AnyBatch) {
         self.extend(batch);
+    }
+
+    fn push(&mut self, id: AnyId) {
+        Vec::push(self, id);
     }
 
     fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>) {
@@ -307,6 +314,14 @@ impl IdSink for Vec<u64> {
         // (a gap), never truncated to 64 bits.
         if let Err(e) = batch.extend_u64s(self) {
             tracing::error!(error = %e, "a 128-bit batch was issued into 64-bit ids");
+        }
+    }
+
+    fn push(&mut self, id: AnyId) {
+        // As `take`: a 128-bit ID is dropped, never truncated.
+        match id {
+            AnyId::U64(id) => Vec::push(self, id),
+            AnyId::U128(_) => tracing::error!("a 128-bit id was issued into 64-bit ids"),
         }
     }
 
@@ -369,6 +384,14 @@ impl IdSink for BeBytes {
 
     fn take(&mut self, batch: AnyBatch) {
         batch.write_be(&mut self.bytes);
+    }
+
+    fn push(&mut self, id: AnyId) {
+        match id {
+            AnyId::U64(id) => self.take_u64(&mut std::iter::once(id)),
+            AnyId::U128(id) if self.width == 16 => self.bytes.extend_from_slice(&id.to_be_bytes()),
+            AnyId::U128(_) => tracing::error!("a 128-bit id was issued into 8-byte ids"),
+        }
     }
 
     fn take_u64(&mut self, ids: &mut dyn Iterator<Item = u64>) {

@@ -12,11 +12,6 @@ use idmint_engine::Quick;
 
 use crate::{Error, Minter, process::Process, settings::Settings};
 
-/// How often a blocking call yields its thread waiting for the next tick's IDs before it waits
-/// on the runtime instead. A try and a yield take 0.1 to 1 µs, so this covers a tick of 1 ms
-/// with room to spare; the tick ends long before the count does.
-const NEXT_TICK_YIELDS: u32 = 20_000;
-
 /// Wakes the thread that waits in [`BlockingMinter::run`].
 struct Unpark(std::thread::Thread);
 
@@ -117,20 +112,16 @@ impl BlockingMinter {
         }
     }
 
-    /// The next ID without the runtime: at once when one is ready, and when the tick's IDs
-    /// are used up, after yielding the thread until the next tick's are (at most
-    /// [`NEXT_TICK_YIELDS`] times). Parking on the runtime's clock instead costs a wake-up per
-    /// thread per tick, which several threads at the ceiling feel. `None` takes the full path.
+    /// The next ID without the runtime, when one is ready at once; `None` takes the full
+    /// path, which waits on the runtime's clock, first come, first served with the other calls
+    /// that wait (DESIGN.md, "Why are waiting calls served first come, first served, and how
+    /// do single IDs keep the rate?").
     #[inline]
     fn quick(&self, namespace: Option<&str>) -> Option<AnyId> {
-        for _ in 0..NEXT_TICK_YIELDS {
-            match self.minter.try_next(namespace) {
-                Quick::Done(id) => return Some(id),
-                Quick::NextTick => std::thread::yield_now(),
-                Quick::Slow => return None,
-            }
+        match self.minter.try_next(namespace) {
+            Quick::Done(id) => Some(id),
+            Quick::NextTick | Quick::Slow => None,
         }
-        None
     }
 
     fn run<T>(&self, call: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {

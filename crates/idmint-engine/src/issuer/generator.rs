@@ -24,8 +24,10 @@ use crate::{
     Backends, Error, ServerConfig,
     clock::Clocks,
     issuer::{
-        Backoff, BoxFuture, IdSink, Issuer, Quick, Shared, active::Active, current::Current,
-        turns::Turns,
+        Backoff, BoxFuture, IdSink, Issuer, Quick, Shared,
+        active::Active,
+        current::Current,
+        turns::{Single, Turn, Turns},
     },
     metrics::NamespaceMetrics,
 };
@@ -294,9 +296,8 @@ impl GeneratorIssuer {
     }
 
     /// Reserves IDs until `count` more are in `ids`, with the waiting rules of a request, all
-    /// from one lane, so that they are increasing. Calls take turns over the lanes; a call
-    /// that has no ID yet moves on to the next lane when its lane's tick is used up (or the
-    /// lane holds no claim), and waits only when every lane is in that state.
+    /// from one lane, so that they are increasing. Calls that wait are served first come, first
+    /// served (`turns.rs`): a call for one ID in a group, others with a turn.
     ///
     /// With `shard_key`, every ID carries it in place of the generator's own; the IDs come
     /// from the lane's one sequence either way.
@@ -309,21 +310,95 @@ impl GeneratorIssuer {
         ids: &mut dyn IdSink,
     ) -> Result<(), Error> {
         let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
+        if count == 1 && shard_key.is_none() {
+            return self.issue_single(clocks, deadline, ids).await;
+        }
+        // While calls wait, one that arrives queues behind them; a batch takes its turn at the
+        // latest when it has to wait itself, and keeps it until it is done.
+        let mut turn = if self.turns.queued() {
+            Some(self.turns.take(deadline).await.ok_or_else(|| self.busy(1))?)
+        } else {
+            None
+        };
+        self.reserve(clocks, count, shard_key, deadline, ids, &mut turn).await
+    }
+
+    /// One ID: at once while no call waits and the tick has one; otherwise in a group of
+    /// single-ID calls, from its leader (`turns.rs`).
+    async fn issue_single(
+        &self,
+        clocks: &Clocks,
+        deadline: Instant,
+        ids: &mut dyn IdSink,
+    ) -> Result<(), Error> {
+        if !self.turns.queued()
+            && let Quick::Done(id) = self.try_issue_one_shared(clocks, false)
+        {
+            ids.push(id);
+            NamespaceMetrics::add(&self.ns.metrics.ids_issued, 1);
+            return Ok(());
+        }
+        let mut leading = match self.turns.join() {
+            Single::Leads(leading) => leading,
+            Single::Member(mut waiting) => match waiting.handed(deadline).await {
+                Some(Ok(id)) => {
+                    ids.push(id);
+                    return Ok(());
+                }
+                Some(Err(leading)) => leading,
+                None => return Err(self.busy(1)),
+            },
+        };
+        // Behind the calls that waited first; then the leader's own ID, waiting for the tick
+        // as it must.
+        let mut turn = Some(leading.take(deadline).await.ok_or_else(|| self.busy(1))?);
+        let mut mine = Vec::with_capacity(1);
+        self.reserve(clocks, 1, None, deadline, &mut mine, &mut turn).await?;
+        let mine = mine.pop().ok_or_else(|| Error::NotReady(self.ns.name.clone()))?;
+        // The tick has IDs: one for every call that joined meanwhile, in the order they came.
+        let behind = leading.close();
+        let mut theirs = Vec::with_capacity(behind);
+        if behind > 0 {
+            let reserved =
+                self.reserve(clocks, behind as u64, None, deadline, &mut theirs, &mut turn).await;
+            if reserved.is_err() {
+                // The leader has its ID; the calls behind it go on with the lead, each within
+                // its own deadline.
+                ids.push(mine);
+                return Ok(());
+            }
+        }
+        leading.taken();
+        ids.push(mine);
+        leading.serve(theirs);
+        Ok(())
+    }
+
+    /// The refusal of a call that would wait past its deadline.
+    fn busy(&self, wait_ms: u64) -> Error {
+        Error::Busy { namespace: self.ns.name.clone(), wait_ms }
+    }
+
+    /// [`issue`](Self::issue)'s reservation: `count` IDs into `ids` from one lane. A call
+    /// that has no ID yet moves on to the next lane when its lane's tick is used up (or the
+    /// lane holds no claim), and waits only when every lane is in that state, after taking a
+    /// turn (`turn`, unless it holds one already).
+    async fn reserve<'a>(
+        &'a self,
+        clocks: &Clocks,
+        count: u64,
+        shard_key: Option<u32>,
+        deadline: Instant,
+        ids: &mut dyn IdSink,
+        turn: &mut Option<Turn<'a>>,
+    ) -> Result<(), Error> {
         ids.reserve(crate::issuer::count_len(count).1);
         let start = ids.len();
         let issued = |ids: &dyn IdSink| (ids.len() - start) as u64;
         let lanes = self.lanes.len();
         let mut index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let mut untried = lanes - 1;
-        // While batches wait, one that arrives queues behind them (`turns.rs`); a batch takes
-        // its turn at the latest when it has to wait itself, and keeps it until it is done.
-        // A call for one ID never queues (see `turns.rs`).
-        let queues = count > 1;
-        let busy = |wait_ms| Error::Busy { namespace: self.ns.name.clone(), wait_ms };
-        let mut turn = None;
-        if queues && self.turns.queued() {
-            turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
-        }
+        let busy = |wait_ms| self.busy(wait_ms);
         while issued(ids) < count {
             let lane = &self.lanes[index];
             // Another lane may serve a call that has no ID yet.
@@ -358,9 +433,9 @@ impl GeneratorIssuer {
                         (untried, index) = (untried - 1, next);
                         continue;
                     }
-                    if queues && turn.is_none() {
+                    if turn.is_none() {
                         // Behind the calls that waited first; then look again.
-                        turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
+                        *turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
                         continue;
                     }
                     NamespaceMetrics::add(&self.ns.metrics.sequence_exhaustions, 1);
@@ -371,8 +446,8 @@ impl GeneratorIssuer {
                     NamespaceMetrics::add(&self.ns.metrics.waited_ms, wait);
                 }
                 Err(idmint_core::Error::WindowExhausted { .. }) => {
-                    if queues && turn.is_none() {
-                        turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
+                    if turn.is_none() {
+                        *turn = Some(self.turns.take(deadline).await.ok_or_else(|| busy(1))?);
                         continue;
                     }
                     // The stored mark is used up: ask for an extension and wait for it, but
@@ -527,6 +602,10 @@ impl Issuer for GeneratorIssuer {
     }
 
     fn try_issue_one(&self, clocks: &Clocks, count: bool) -> Quick {
+        if self.turns.queued() {
+            // Calls wait for IDs: this one comes after them (`turns.rs`).
+            return Quick::Slow;
+        }
         let metrics = &self.ns.metrics;
         if let [lane] = &*self.lanes {
             // One lane: the thread's copy of its state, and the thread's slot of the tally.
