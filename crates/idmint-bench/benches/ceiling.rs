@@ -5,7 +5,8 @@
 //! Each row issues IDs as fast as it can for [`RUN`] of wall-clock time, waiting (by spinning
 //! or sleeping, as the row says) whenever the millisecond's sequence is used up, and reports
 //! the IDs issued per wall-clock millisecond as a share of 4,096. Every thread checks that the
-//! IDs it receives strictly increase. Run with `cargo bench -p idmint-bench --bench ceiling`;
+//! IDs it receives strictly increase, and the IDs of the threads served least and most are
+//! given as shares of an even split. Run with `cargo bench -p idmint-bench --bench ceiling`;
 //! it prints a Markdown table.
 #![allow(clippy::print_stdout, reason = "the benchmark's output is the table it prints")]
 
@@ -35,6 +36,9 @@ const CHUNK: u64 = 1024;
 struct Outcome {
     ids: u64,
     elapsed: Duration,
+    /// The IDs of the thread served least and most, as a share of an even split.
+    fewest: f64,
+    most: f64,
 }
 
 /// Calls `issue` on `threads` threads that start together until [`RUN`] has passed, checking
@@ -66,7 +70,11 @@ fn measure(threads: usize, issue: &(impl Fn() -> u64 + Sync)) -> Outcome {
     });
     let start = spans.iter().map(|s| s.1).min().expect("one thread at least");
     let end = spans.iter().map(|s| s.2).max().expect("one thread at least");
-    Outcome { ids: spans.iter().map(|s| s.0).sum(), elapsed: end - start }
+    let ids: u64 = spans.iter().map(|s| s.0).sum();
+    let even = ids as f64 / threads as f64;
+    let fewest = spans.iter().map(|s| s.0).min().unwrap_or(0) as f64 / even;
+    let most = spans.iter().map(|s| s.0).max().unwrap_or(0) as f64 / even;
+    Outcome { ids, elapsed: end - start, fewest, most }
 }
 
 fn row(name: &str, threads: usize, issue: &(impl Fn() -> u64 + Sync)) {
@@ -74,8 +82,10 @@ fn row(name: &str, threads: usize, issue: &(impl Fn() -> u64 + Sync)) {
     let ms = outcome.elapsed.as_secs_f64() * 1e3;
     let per_ms = outcome.ids as f64 / ms;
     println!(
-        "| {name} | {threads} | {ids} | {ms:.1} | {per_ms:.1} | {share:.2} % | {ns:.1} |",
+        "| {name} | {threads} | {ids} | {ms:.1} | {per_ms:.1} | {share:.2} % | {ns:.1} | {fewest:.1} / {most:.1} % |",
         ids = outcome.ids,
+        fewest = 100.0 * outcome.fewest,
+        most = 100.0 * outcome.most,
         share = 100.0 * per_ms / PER_MS,
         ns = outcome.elapsed.as_nanos() as f64 / outcome.ids as f64,
     );
@@ -87,9 +97,9 @@ fn main() {
     let generator = |worker| Snowflake::generator(1, worker, &config).expect("valid generator");
 
     println!(
-        "| generator (clock, how it waits) | threads | IDs | elapsed ms | IDs per ms | of 4,096 per ms | ns per ID |"
+        "| generator (clock, how it waits) | threads | IDs | elapsed ms | IDs per ms | of 4,096 per ms | ns per ID | fewest / most of an even share |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for threads in [1, 2] {
         let plain = generator(1);
         row(
