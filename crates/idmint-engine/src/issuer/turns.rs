@@ -291,8 +291,8 @@ pub(crate) mod tests {
 
     /// A group's leader that is gone before serving hands the lead to the first call still
     /// waiting (also when that call is gone before it took the lead), calls that stopped
-    /// waiting are left out, the rest get their IDs in the order they came, and nothing stays
-    /// counted.
+    /// waiting are left out, the rest get their IDs in the order they came, and the group
+    /// stops counting as waiting once its IDs are taken.
     #[tokio::test(start_paused = true)]
     async fn a_group_is_served_in_order_and_led_on_when_its_leader_is_gone() {
         let turns = Turns::default();
@@ -313,6 +313,8 @@ pub(crate) mod tests {
         drop(later);
         assert!(turns.queued(), "the closed group still waits");
         leading.taken();
+        // Taken: new calls take IDs at once again, before the calls served have woken.
+        assert!(!turns.queued(), "a group whose IDs are taken still counts as waiting");
         leading.serve([AnyId::U64(7), AnyId::U64(8)]);
         let mut handed = Vec::new();
         for mut waiting in members {
