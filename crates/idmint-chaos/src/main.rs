@@ -356,7 +356,16 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
     }
     let availability: BTreeMap<String, &Vec<availability::KindReport>> =
         checked.iter().map(|o| (o.scenario.to_owned(), &o.availability)).collect();
+    // The verdict, in the summary too: a run with a harness error (a process that did not
+    // start, a control that ended early) fails even when every count above looks whole.
+    let passed = errors.is_empty()
+        && enough
+        && scenarios.0 == scenarios.1
+        && controls.0 == controls.1
+        && scenarios.0 + controls.0 > 0;
     let summary = serde_json::json!({
+        "passed": passed,
+        "harness_errors": errors,
         "ids": ids,
         "duplicates": duplicates,
         "order_violations": order,
@@ -370,11 +379,7 @@ fn run(args: &RunArgs) -> Result<bool, ChaosError> {
     });
     eprintln!("   wall time {:.1} s", started.elapsed().as_secs_f64());
     println!("{summary}");
-    Ok(errors.is_empty()
-        && enough
-        && scenarios.0 == scenarios.1
-        && controls.0 == controls.1
-        && scenarios.0 + controls.0 > 0)
+    Ok(passed)
 }
 
 /// One kind of client's availability, as a line of the run's report: from the first fault on
