@@ -1,23 +1,19 @@
 //! The seeded random source of schedules: every choice a nemesis makes (which server, which
-//! step, how long) comes from one splitmix64 stream, so a run replays from its seed.
+//! step, how long) comes from one SplitMix64 stream, so a run replays from its seed.
 
-/// splitmix64: small, fast and good enough for schedules.
+/// Schedules' random source: idmint-core's SplitMix64, small and replayable.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(idmint_core::SplitMix64);
 
 impl Rng {
     /// A stream from `seed`.
     pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(idmint_core::SplitMix64::new(seed))
     }
 
     /// The next 64 bits.
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `low..=high`.

@@ -160,25 +160,22 @@ pub(crate) fn backoff(policy: &Policy, attempt: u32, random: u64) -> Duration {
     half + Duration::from_nanos(random % spread)
 }
 
-/// A small random number generator for jitter (splitmix64): good enough to spread retries,
-/// and no dependency.
+/// A small random number generator for jitter (idmint-core's SplitMix64): good enough to
+/// spread retries, and no dependency.
 #[derive(Debug, Clone)]
-pub(crate) struct Jitter(u64);
+pub(crate) struct Jitter(idmint_core::SplitMix64);
 
 impl Jitter {
     /// A generator seeded from the process's hash randomness.
     pub(crate) fn seeded() -> Self {
         use std::hash::{BuildHasher, Hasher};
-        Jitter(std::collections::hash_map::RandomState::new().build_hasher().finish())
+        let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        Jitter(idmint_core::SplitMix64::new(seed))
     }
 
     /// The next random number.
     pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 }
 
@@ -324,7 +321,7 @@ mod tests {
 
     #[test]
     fn jitter_varies() {
-        let mut jitter = Jitter(1);
+        let mut jitter = Jitter(idmint_core::SplitMix64::new(1));
         let (a, b) = (jitter.next(), jitter.next());
         assert_ne!(a, b);
         assert_ne!(Jitter::seeded().next(), Jitter::seeded().next());

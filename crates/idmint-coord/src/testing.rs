@@ -257,10 +257,7 @@ fn ephemeral_floor() -> u16 {
 
 /// SplitMix64's output for `x`: spreads consecutive draws over the ports.
 fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    idmint_core::SplitMix64::new(x).next_u64()
 }
 
 /// A fresh temporary directory for a service's data: in `/dev/shm` when possible (fsync is

@@ -97,6 +97,7 @@ mod sequence_layout;
 mod snowflake;
 mod sonyflake;
 mod sonyflake_v2;
+mod splitmix;
 mod stride;
 mod text128;
 mod time_fmt;
@@ -132,6 +133,7 @@ pub use crate::{
     snowflake::{Snowflake, SnowflakeParts},
     sonyflake::{Sonyflake, SonyflakeParts},
     sonyflake_v2::SonyflakeV2,
+    splitmix::SplitMix64,
     stride::GeneratorStride,
     text128::{Text128, TypePrefix, parse_typeid, typeid_text},
     time_fmt::{format_rfc3339_ms, parse_rfc3339_ms},

@@ -2,7 +2,8 @@
 //! that a seed replays the same faults and requests; and the paused runtime a run is driven on,
 //! whose own random choices the same seed fixes.
 
-/// A small seeded generator (SplitMix64). Not for cryptography; for schedules.
+/// A small seeded generator (idmint-core's SplitMix64) with the draws a schedule needs. Not
+/// for cryptography; for schedules.
 ///
 /// # Example
 ///
@@ -14,28 +15,24 @@
 /// assert!(a.below(10) < 10);
 /// ```
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(idmint_core::SplitMix64);
 
 impl Rng {
     /// A generator for `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(idmint_core::SplitMix64::new(seed))
     }
 
     /// A generator derived from this one for actor `stream`, independent of the order in
     /// which actors draw.
     pub fn fork(&self, stream: u64) -> Rng {
-        let mut mixed = Rng(self.0 ^ stream.wrapping_mul(0xA076_1D64_78BD_642F));
-        Rng(mixed.next_u64())
+        let mixed = self.0.state() ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
+        Rng::new(idmint_core::SplitMix64::new(mixed).next_u64())
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `0..n` (`n > 0`).

@@ -12,16 +12,12 @@ fn analyze(args: &[&str], input: &[u8]) -> Output {
     crate::common::with_input(args, input)
 }
 
-/// Decimal lines of `count` splitmix64 values from `seed`.
+/// Decimal lines of `count` SplitMix64 values from `seed`.
 fn splitmix(seed: u64, count: usize) -> Vec<u8> {
-    let mut state = seed;
+    let mut rng = idmint_core::SplitMix64::new(seed);
     let mut text = String::with_capacity(count * 21);
     for _ in 0..count {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        text.push_str(&(z ^ (z >> 31)).to_string());
+        text.push_str(&rng.next_u64().to_string());
         text.push('\n');
     }
     text.into_bytes()

@@ -29,19 +29,6 @@ fn keys(method: PublicIdMethod, version_bits: u32, active: u8) -> PublicIdKeys {
     }
 }
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 fn rounds() -> u64 {
     std::env::var("IDMINT_PUBLIC_ID_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000)
 }
@@ -64,11 +51,11 @@ fn check(layout: &str, bits: u32, zero_out: bool, method: PublicIdMethod, versio
         AnyId::U128(v) => v,
     };
     let n = rounds();
-    let mut rng = Rng(0x1d_2024 ^ u64::from(bits));
+    let mut rng = idmint_core::SplitMix64::new(0x1d_2024 ^ u64::from(bits));
     let mut seen = HashSet::with_capacity(2 * n as usize);
     let first = u128::from(zero_out);
     let inputs = (0..n).map(|i| first + u128::from(i)).chain((0..n).map(|_| {
-        let r = (u128::from(rng.next()) << 64 | u128::from(rng.next())) & max;
+        let r = (u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())) & max;
         if r == 0 && zero_out { 1 } else { r }
     }));
     let mut distinct_inputs = HashSet::new();
