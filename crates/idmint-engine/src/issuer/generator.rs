@@ -368,7 +368,6 @@ impl GeneratorIssuer {
                 return Ok(());
             }
         }
-        leading.taken();
         ids.push(mine);
         leading.serve(theirs);
         Ok(())

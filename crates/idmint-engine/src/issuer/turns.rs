@@ -103,8 +103,8 @@ pub(crate) struct Leading<'a> {
     turns: &'a Turns,
     /// The calls it serves, in order; `None` while its group is still open.
     behind: Option<VecDeque<Member>>,
-    /// Whether the leader and the calls behind it still count as waiting: until their IDs are
-    /// taken.
+    /// Whether the leader still counts as waiting: until its group's IDs are taken. The calls
+    /// behind it count until they are served, or pruned as gone.
     counted: bool,
 }
 
@@ -134,8 +134,18 @@ impl Turns {
     /// passes first.
     pub(crate) async fn take(&self, deadline: Instant) -> Option<Turn<'_>> {
         let counted = self.count();
+        self.turn(deadline, Some(counted)).await
+    }
+
+    /// The turn, with the count that waits for it (none for a group's leader: the group
+    /// counts).
+    async fn turn<'a>(
+        &'a self,
+        deadline: Instant,
+        counted: Option<Counted<'a>>,
+    ) -> Option<Turn<'a>> {
         let held = tokio::time::timeout_at(deadline, self.queue.lock()).await.ok()?;
-        Some(Turn { _held: held, _counted: Some(counted) })
+        Some(Turn { _held: held, _counted: counted })
     }
 
     /// A single-ID call that has to wait joins the open group, or opens one and leads it.
@@ -181,8 +191,7 @@ impl<'a> Leading<'a> {
     /// The leader's turn: behind the calls that asked first. Not counted on its own: the group
     /// counts.
     pub(crate) async fn take(&self, deadline: Instant) -> Option<Turn<'a>> {
-        let held = tokio::time::timeout_at(deadline, self.turns.queue.lock()).await.ok()?;
-        Some(Turn { _held: held, _counted: None })
+        self.turns.turn(deadline, None).await
     }
 
     /// Closes the group (calls that come later form the next one) and says how many calls it
@@ -199,41 +208,27 @@ impl<'a> Leading<'a> {
         behind.len()
     }
 
-    /// The group's IDs are taken (one each, for the leader and every call behind it): none of
-    /// them counts as waiting any more, and calls that come take IDs at once again.
-    pub(crate) fn taken(&mut self) {
-        if std::mem::take(&mut self.counted) {
-            self.turns.uncount(1 + self.behind.as_ref().map_or(0, VecDeque::len));
-        }
-    }
-
-    /// Hands each call behind the leader its ID, in the order they came; [`taken`] first.
-    ///
-    /// [`taken`]: Leading::taken
-    pub(crate) fn serve(mut self, ids: impl IntoIterator<Item = AnyId>) {
+    /// Hands each call behind the leader its ID from `ids` (taken for the group), in the order
+    /// they came. Before any of them wakes, neither the leader nor the calls served count as
+    /// waiting any more, so that calls that come take IDs at once again.
+    pub(crate) fn serve(mut self, ids: Vec<AnyId>) {
         let mut behind = self.behind.take().unwrap_or_default();
-        for id in ids {
-            let Some(member) = behind.pop_front() else { break };
+        let served = ids.len().min(behind.len());
+        self.turns.uncount(usize::from(std::mem::take(&mut self.counted)) + served);
+        for (id, member) in ids.into_iter().zip(behind.drain(..served)) {
             let _ = member.send(Handoff::Id(id));
         }
         // Fewer IDs than calls cannot happen (the leader took one each); were it to, the rest
-        // are led on, not left waiting.
+        // still count, and are led on when this is dropped.
         self.behind = Some(behind);
     }
 }
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        if self.counted {
+        if std::mem::take(&mut self.counted) {
             // This call no longer waits; the calls behind it still do.
             self.turns.uncount(1);
-        } else if let Some(left) = &self.behind {
-            if left.is_empty() {
-                return;
-            }
-            // Taken but not handed out (`serve` follows `taken` at once, so this cannot
-            // happen): the calls wait again, and are led on.
-            self.turns.waiting.fetch_add(left.len(), Ordering::AcqRel);
         }
         let turns = self.turns;
         match self.behind.take() {
@@ -312,10 +307,9 @@ pub(crate) mod tests {
         let Single::Leads(later) = turns.join() else { panic!("the group is closed") };
         drop(later);
         assert!(turns.queued(), "the closed group still waits");
-        leading.taken();
-        // Taken: new calls take IDs at once again, before the calls served have woken.
+        leading.serve(vec![AnyId::U64(7), AnyId::U64(8)]);
+        // Served: new calls take IDs at once again, before the calls served have woken.
         assert!(!turns.queued(), "a group whose IDs are taken still counts as waiting");
-        leading.serve([AnyId::U64(7), AnyId::U64(8)]);
         let mut handed = Vec::new();
         for mut waiting in members {
             match waiting.handed(far).await {
