@@ -22,13 +22,15 @@ use crate::Error;
 pub enum GeneratorIds {
     /// Exactly this generator ID (static configuration). If it is held, the claim fails.
     Fixed(u64),
-    /// Any generator ID in `0..count`, the lowest free one first. If all are held, the claim
+    /// Any generator ID in `0..count`, the lowest free one first (on a shared store, claimants
+    /// that meet spread out after it: [`Probe`](crate::Probe)). If all are held, the claim
     /// fails; it never wraps around.
     Pool {
         /// How many generator IDs the layout has.
         count: u64,
     },
-    /// Any of `first`, `first + step`, … (`count` of them), the lowest free one first: the
+    /// Any of `first`, `first + step`, … (`count` of them), the lowest free one first (as a
+    /// pool's, spread out after a conflict on a shared store): the
     /// generator IDs whose identity has the fields deployment config fixes (a datacenter, a
     /// LableOrg cluster), from `idmint_core::Layout::generator_ids_with`.
     Stride {

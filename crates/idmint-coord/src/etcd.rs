@@ -17,7 +17,7 @@ pub(crate) mod members;
 pub use cluster::Adopted;
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     fmt,
     sync::{
         Arc, Mutex, MutexGuard,
@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::{
-    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage,
+    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage, Probe,
     etcd::{
         lease::{Kept, Lease, LeaseOptions, OnEnd},
         members::{BACKEND, Members, Timing},
@@ -757,22 +757,24 @@ impl Inner {
         Ok(MarkSeen { mark_ms: Some(mark.mark_ms), mod_revision: kv.mod_revision })
     }
 
-    /// The native scheme: try the candidates in order and create the first free claim key.
+    /// The native scheme: try the free candidates in the order of a [`Probe`] and create the
+    /// first free claim key.
     async fn take_native(&self, request: &ClaimRequest, lease: &Lease) -> Result<Taken, Error> {
         let base = format!("{}{}/", self.options.prefix, request.namespace);
         let claim_prefix = format!("{base}claim/");
-        let held_ids: HashSet<u64> = match request.generator_ids {
-            GeneratorIds::Fixed(_) => HashSet::new(),
-            GeneratorIds::Pool { .. } | GeneratorIds::Stride { .. } => {
-                let keys = self.list_keys(&claim_prefix).await?;
-                keys.iter().filter_map(|key| key.parse().ok()).collect()
-            }
+        let held = async || -> Result<Vec<u64>, Error> {
+            let keys = self.list_keys(&claim_prefix).await?;
+            Ok(keys.iter().filter_map(|key| key.parse().ok()).collect())
+        };
+        let listed = match request.generator_ids {
+            GeneratorIds::Fixed(_) => Vec::new(),
+            GeneratorIds::Pool { .. } | GeneratorIds::Stride { .. } => held().await?,
         };
         let mut last_holder = None;
-        for generator_id in request.generator_ids.candidates() {
-            if held_ids.contains(&generator_id) {
-                continue;
-            }
+        // Claimants that start together draw apart after they meet: the lease ID differs
+        // between them.
+        let mut probe = Probe::new(request.generator_ids, listed, lease.id.cast_unsigned());
+        while let Some(generator_id) = probe.next() {
             let claim_key = format!("{claim_prefix}{generator_id}");
             let mark_key = format!("{base}mark/{generator_id}");
             let absent = Compare::create_revision(claim_key.as_str(), CompareOp::Equal, 0);
@@ -782,7 +784,12 @@ impl Inner {
                     let mark = self.parse_mark(&mark_key, mark, request)?;
                     return Ok(Taken { generator_id, claim_key, mark_key, epoch, mark });
                 }
-                Created::Taken { holder } => last_holder = Some(holder),
+                Created::Taken { holder } => {
+                    last_holder = Some(holder);
+                    if probe.relist_due() {
+                        probe.add_held(held().await?);
+                    }
+                }
             }
         }
         Err(match (request.generator_ids, last_holder) {

@@ -61,6 +61,7 @@ mod file;
 mod fsio;
 mod journal;
 mod memory;
+mod probe;
 mod remembered;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -85,6 +86,7 @@ pub use crate::{
     file::FileCoordinator,
     journal::{Adopt, DataDirReport, FileReport},
     memory::MemoryCoordinator,
+    probe::Probe,
     remembered::{FLEET_DIR, Remembered},
 };
 

@@ -23,7 +23,7 @@ use std::{
 };
 
 use idmint_coord::{
-    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, MemoryCoordinator,
+    Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, MemoryCoordinator, Probe,
 };
 use tokio::{sync::watch, time::Instant};
 
@@ -322,21 +322,23 @@ impl SimCoordinator {
     }
 
     /// A claim as the real coordinators make one (`EtcdOptions::scan`): list the held keys,
-    /// then try each free candidate in order, one request each.
+    /// then try free candidates in the order of a [`Probe`], one request each.
     async fn claim_scanning(&self, request: &ClaimRequest) -> Result<Taken, Error> {
         let ttl = self.etcd.options.lease_ttl;
-        let namespace = request.namespace.clone();
-        let held: std::collections::HashSet<u64> = self
-            .rpc(move |state, _| {
+        let held = async || {
+            let namespace = request.namespace.clone();
+            self.rpc(move |state, _| {
                 state.stats.requests += 1;
-                state.claims.keys().filter(|(n, _)| *n == namespace).map(|(_, id)| *id).collect()
+                let held = state.claims.keys().filter(|(n, _)| *n == namespace);
+                held.map(|(_, id)| *id).collect::<Vec<u64>>()
             })
-            .await?;
+            .await
+        };
         let mut last_holder = None;
-        for generator_id in request.generator_ids.candidates() {
-            if held.contains(&generator_id) {
-                continue;
-            }
+        // As the real coordinators draw apart: the seed differs per connection.
+        let seed = self.process ^ 0x9e37_79b9_7f4a_7c15;
+        let mut probe = Probe::new(request.generator_ids, held().await?, seed);
+        while let Some(generator_id) = probe.next() {
             let req = request.clone();
             let taken = self
                 .rpc(move |state, now| {
@@ -351,6 +353,9 @@ impl SimCoordinator {
             match taken {
                 Ok(taken) => return Ok(taken),
                 Err(holder) => last_holder = Some(holder),
+            }
+            if probe.relist_due() {
+                probe.add_held(held().await?);
             }
         }
         Err(exhausted(request, last_holder))

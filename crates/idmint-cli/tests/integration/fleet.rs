@@ -533,7 +533,7 @@ mod on_etcd {
     }
 
     /// T11: ten servers started at once against an empty etcd get ten distinct generator IDs
-    /// (0..10) and issue distinct IDs.
+    /// (among the lowest 40) and issue distinct IDs.
     #[test]
     fn ten_servers_started_at_once_get_ten_generator_ids() {
         let _serial = serial();
@@ -550,7 +550,9 @@ mod on_etcd {
             node.wait_ready(PROCESS_TIMEOUT);
         }
         let held: HashSet<u64> = nodes.iter().map(|n| n.generator_id().expect("id")).collect();
-        assert_eq!(held, (0..10).collect(), "ten distinct generator ids");
+        // Claimants that meet draw apart (idmint_coord::Probe): among the lowest 40.
+        assert_eq!(held.len(), 10, "ten distinct generator ids: {held:?}");
+        assert!(held.iter().all(|&id| id < 40), "among the lowest 40: {held:?}");
         let mut ids = Vec::new();
         for node in &nodes {
             ids.extend(node.get("/v1/batch?count=1000").ids());

@@ -4,7 +4,7 @@
 //! deadline comes from its monotonic clock; every mark write is fenced by the claim's epoch.
 
 use std::{
-    collections::{BTreeSet, HashMap, HashSet},
+    collections::{BTreeSet, HashMap, hash_map::RandomState},
     sync::{
         Arc, LazyLock, Mutex, MutexGuard, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio_postgres::types::Type;
 
 use super::{BACKEND, PostgresOptions, PostgresStore, unavailable};
-use crate::{Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage};
+use crate::{Claim, ClaimRequest, ClaimState, Coordinator, Error, GeneratorIds, Lineage, Probe};
 
 /// Takes one generator ID if it is free or its lease is over.
 const TAKE: &str = include_str!("../sql/claim_take.sql");
@@ -177,7 +177,8 @@ impl PostgresClaimRow {
 /// - **Claim**: one `INSERT … ON CONFLICT DO UPDATE … WHERE expires_at IS NULL OR expires_at <=
 ///   now()` per candidate (`sql/claim_take.sql`): the row is taken only when free or its lease
 ///   is over by the **database's** clock, with `epoch + 1` and `expires_at = now() + ttl`.
-///   Pools skip the live rows and try the rest lowest first; a held fixed ID is
+///   Pools skip the live rows and try the rest in the order of a [`Probe`](crate::Probe)
+///   (the lowest first, then spread out after a conflict); a held fixed ID is
 ///   [`Error::Conflict`] naming the holder.
 /// - **Extend**: a task per claim renews every TTL/3 (`sql/claim_renew.sql`, only while the
 ///   epoch is its own and the lease live). Each success moves the claim's deadline to its send
@@ -746,22 +747,23 @@ impl Coordinator for PostgresCoordinator {
         let inner = &self.inner;
         await_earlier_releases(inner.store.request_timeout()).await;
         let namespace = request.namespace.as_str();
-        let live: HashSet<i64> = match request.generator_ids {
-            GeneratorIds::Fixed(_) => HashSet::new(),
-            GeneratorIds::Pool { .. } | GeneratorIds::Stride { .. } => {
-                let rows = inner
-                    .store
-                    .query("list live claims", LIVE, &[Type::TEXT], &[&namespace])
-                    .await?;
-                rows.iter().filter_map(|row| row.try_get(0).ok()).collect()
-            }
+        let live = async || -> Result<Vec<u64>, Error> {
+            let rows =
+                inner.store.query("list live claims", LIVE, &[Type::TEXT], &[&namespace]).await?;
+            let id = |row: &tokio_postgres::Row| row.try_get::<_, i64>(0).ok();
+            Ok(rows.iter().filter_map(id).filter_map(|id| u64::try_from(id).ok()).collect())
+        };
+        let listed = match request.generator_ids {
+            GeneratorIds::Fixed(_) => Vec::new(),
+            GeneratorIds::Pool { .. } | GeneratorIds::Stride { .. } => live().await?,
         };
         let mut last_holder = None;
-        for candidate in request.generator_ids.candidates() {
-            let Ok(generator_id) = i64::try_from(candidate) else { break };
-            if live.contains(&generator_id) {
-                continue;
-            }
+        // Claimants that start together draw apart after they meet: the seed is this
+        // process's random hash key applied to the holder.
+        let seed = std::hash::BuildHasher::hash_one(&RandomState::new(), &request.holder);
+        let mut probe = Probe::new(request.generator_ids, listed, seed);
+        while let Some(candidate) = probe.next() {
+            let Ok(generator_id) = i64::try_from(candidate) else { continue };
             let sent = Instant::now();
             let rows = inner
                 .store
@@ -775,6 +777,9 @@ impl Coordinator for PostgresCoordinator {
             let Some(row) = rows.first() else {
                 let holder = inner.row(namespace, generator_id).await?.map(|(holder, ..)| holder);
                 last_holder = Some(holder.unwrap_or_else(|| "another claimant".into()));
+                if probe.relist_due() {
+                    probe.add_held(live().await?);
+                }
                 continue;
             };
             let get = |e: tokio_postgres::Error| unavailable(format!("read the claim: {e}"));

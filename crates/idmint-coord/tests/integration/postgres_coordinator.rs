@@ -151,10 +151,10 @@ fn distinct(ids: &[u64]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_concurrent_cold_starts_get_ten_distinct_ids() {
     let Some(server) = testing::available(Postgres::start()) else { return };
-    let mut ids = cold_start(&server, true).await;
+    let ids = cold_start(&server, true).await;
     assert!(distinct(&ids), "a generator id was handed out twice: {ids:?}");
-    ids.sort_unstable();
-    assert_eq!(ids, (0..10).collect::<Vec<_>>(), "the ten lowest ids");
+    // Claimants that meet spread out (`Probe`), among the lowest 4N.
+    assert!(ids.iter().all(|&id| id < 40), "{ids:?}");
 }
 
 /// The negative control: without the exclusive check, the same cold start hands generator
