@@ -174,7 +174,7 @@ fn two_servers_on_postgres_get_distinct_generator_ids_and_never_repeat() {
 }
 
 /// Ten `idmint serve` processes cold-started at once from one pool, each on its own data
-/// directory: ten distinct generator IDs (among the lowest 40), and their IDs never repeat. The
+/// directory: ten distinct generator IDs (below 50), and their IDs never repeat. The
 /// claim statement's exclusive check is what keeps them apart; its negative control, the same
 /// cold start without it, is `without_the_fence_cold_starts_share_ids` in idmint-coord's
 /// `postgres_coordinator` tests.
@@ -206,9 +206,9 @@ fn ten_servers_cold_started_at_once_get_ten_distinct_generator_ids() {
         started.elapsed().as_millis()
     ));
     let generators: std::collections::BTreeSet<u64> = servers.iter().map(generator_id).collect();
-    // Claimants that meet draw apart (idmint_coord::Probe): among the lowest 40.
+    // Claimants that meet draw apart (idmint_coord::Probe): below 5N whatever their draws.
     assert_eq!(generators.len(), 10, "ten distinct: {generators:?}");
-    assert!(generators.iter().all(|&id| id < 40), "among the lowest 40: {generators:?}");
+    assert!(generators.iter().all(|&id| id < 50), "below 50: {generators:?}");
     let mut ids = Vec::new();
     for _ in 0..10 {
         for server in &servers {

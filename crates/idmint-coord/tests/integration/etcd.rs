@@ -89,8 +89,8 @@ async fn lableorg_scheme_passes_the_conformance_suite() {
 }
 
 /// T11: ten servers starting at once (connecting and claiming concurrently) get ten distinct
-/// generator IDs, in both schemes: LableOrg's the ten lowest, the native scheme's among the
-/// lowest 40, as claimants that meet draw apart.
+/// generator IDs, in both schemes: LableOrg's the ten lowest, the native scheme's below 50, as
+/// claimants that meet draw apart (below 5N whatever their draws).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_concurrent_cold_starts_get_distinct_ids() {
     let Some(cluster) = start(1).await else { return };
@@ -116,8 +116,8 @@ async fn ten_concurrent_cold_starts_get_distinct_ids() {
             keep.push((coordinator, claim));
         }
         if matches!(scheme, Scheme::Native) {
-            // Claimants that meet spread out (`Probe`), among the lowest 4N.
-            assert!(ids.iter().all(|&id| id < 40), "{scheme:?}: {ids:?}");
+            // Claimants that meet spread out (`Probe`), below 5N whatever their draws.
+            assert!(ids.iter().all(|&id| id < 50), "{scheme:?}: {ids:?}");
         } else {
             assert_eq!(ids, (0..10).collect(), "{scheme:?}: the ten lowest ids");
         }

@@ -153,8 +153,8 @@ async fn ten_concurrent_cold_starts_get_ten_distinct_ids() {
     let Some(server) = testing::available(Postgres::start()) else { return };
     let ids = cold_start(&server, true).await;
     assert!(distinct(&ids), "a generator id was handed out twice: {ids:?}");
-    // Claimants that meet spread out (`Probe`), among the lowest 4N.
-    assert!(ids.iter().all(|&id| id < 40), "{ids:?}");
+    // Claimants that meet spread out (`Probe`), below 5N whatever their draws.
+    assert!(ids.iter().all(|&id| id < 50), "{ids:?}");
 }
 
 /// The negative control: without the exclusive check, the same cold start hands generator
