@@ -7,10 +7,10 @@
 //! the first try is the lowest free ID, as a lone claimant's always is, and after `c` tries
 //! that found their candidate taken, the next is drawn at random from the `2^c` lowest free IDs
 //! not tried yet: the claimants spread as a binary exponential backoff spreads senders, and
-//! each meets about log₂ N conflicts. The window never grows past 4 (k + 1) free IDs, k being
-//! the IDs the claim knows to be taken (listed or tried), so the ID drawn is below the
-//! (5k + 4)-th candidate: N claimants that start on an empty store hold IDs below 5N, whatever
-//! their draws. After every 8 conflicts the claim lists the held IDs again
+//! each meets in the order of log₂ N conflicts. The window never grows past 4 (k + 1) free
+//! IDs, k being the IDs the claim knows to be taken (listed or tried), so the ID drawn is below
+//! the (5k + 4)-th candidate: N claimants that start on an empty store hold IDs below 5N,
+//! whatever their draws. After every 8 conflicts the claim lists the held IDs again
 //! ([`Probe::relist_due`]): in a nearly full pool the few free IDs are otherwise hidden among
 //! many taken since the first listing.
 
@@ -159,9 +159,9 @@ mod tests {
         (conflicts, listings, held)
     }
 
-    /// Claimants that start together meet about log₂ N conflicts each, not N/2, and hold IDs
-    /// below 5N; the negative control, every claimant trying the lowest free ID first as
-    /// before, costs N(N-1)/2.
+    /// Claimants that start together meet in the order of log₂ N conflicts each, not N/2, and
+    /// hold IDs below 5N; the negative control, every claimant trying the lowest free ID first
+    /// as before, costs N(N-1)/2.
     #[test]
     fn claimants_that_start_together_spread_out() {
         for claimants in [2, 50, 500, 1_022] {
