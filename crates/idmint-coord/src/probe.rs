@@ -59,9 +59,7 @@ impl Probe {
     pub fn new(ids: GeneratorIds, held: impl IntoIterator<Item = u64>, seed: u64) -> Self {
         Probe { ids, skip: held.into_iter().collect(), tried: 0, draws: SplitMix64::new(seed) }
     }
-}
 
-impl Probe {
     /// Whether the claim should list the held IDs again (and give them to
     /// [`add_held`](Self::add_held)) before its next try: after every 8 conflicts, when what
     /// it listed is old. In a pool that is nearly full, the last claimants otherwise draw
@@ -73,8 +71,8 @@ impl Probe {
     /// use idmint_coord::{GeneratorIds, Probe};
     ///
     /// let mut probe = Probe::new(GeneratorIds::Pool { count: 64 }, [], 1);
-    /// let tried: Vec<bool> = (0..9).map(|_| (probe.next(), probe.relist_due()).1).collect();
-    /// assert_eq!(tried, [false, false, false, false, false, false, false, true, false]);
+    /// let due: Vec<bool> = (0..9).map(|_| (probe.next(), probe.relist_due()).1).collect();
+    /// assert_eq!(due, [false, false, false, false, false, false, false, true, false]);
     /// ```
     pub fn relist_due(&self) -> bool {
         self.tried >= 8 && self.tried.is_multiple_of(8)
@@ -102,15 +100,19 @@ impl Iterator for Probe {
     fn next(&mut self) -> Option<u64> {
         // Doubling with each conflict, and never wider than 4 (k + 1) for the k IDs known to be
         // taken: the bound on how high an ID is drawn does not rest on the draws.
-        let known = self.skip.len().saturating_add(1).saturating_mul(4);
-        let window = (1usize << self.tried.min(MAX_DOUBLINGS)).min(known);
+        let widest = self.skip.len().saturating_add(1).saturating_mul(4);
+        let window = (1usize << self.tried.min(MAX_DOUBLINGS)).min(widest);
         let skip = &self.skip;
-        let free = || self.ids.candidates().filter(|id| !skip.contains(id));
         // Drawn among the free candidates of the window that there are: clamped to the last
         // one instead, the claimants of a nearly full pool would all draw the same.
-        let room = free().take(window).count() as u64;
-        let nth = if room <= 1 { 0 } else { self.draws.next_u64() % room };
-        let pick = free().nth(usize::try_from(nth).ok()?)?;
+        let room: Vec<u64> =
+            self.ids.candidates().filter(|id| !skip.contains(id)).take(window).collect();
+        let nth = match room.len() as u64 {
+            0 => return None,
+            1 => 0,
+            len => self.draws.next_u64() % len,
+        };
+        let pick = room[usize::try_from(nth).ok()?];
         self.skip.insert(pick);
         self.tried = self.tried.saturating_add(1);
         Some(pick)
