@@ -242,6 +242,7 @@ impl Anchor {
     /// assert_eq!(anchor.now_ms_with(1_010, || 10), 1_010);
     /// assert_eq!(anchor.now_ms_with(900, || 20), 1_020);
     /// ```
+    #[inline(always)]
     pub fn now_ms_with(&self, wall_ms: u64, mono_ms: impl FnOnce() -> u64) -> u64 {
         use std::sync::atomic::Ordering::Acquire;
         #[cfg(idmint_negative_controls)]

@@ -56,7 +56,7 @@ impl Clocks {
     }
 
     /// The wall clock's reading, in ms since the Unix epoch.
-    #[inline]
+    #[inline(always)]
     pub fn wall_ms(&self) -> u64 {
         if self.system { SystemClock.now_ms() } else { self.wall.now_ms() }
     }

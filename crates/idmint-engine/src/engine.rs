@@ -12,7 +12,7 @@ use idmint_proto::NamespaceInfo;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    Backends, Error, Quick, ServerConfig, WallClock,
+    Backends, Error, Quick, QuickPath, ServerConfig, WallClock,
     clock::Clocks,
     clock_watch, issuer,
     metrics::{self},
@@ -347,6 +347,37 @@ impl Engine {
         ns.try_issue_one(&self.clocks)
     }
 
+    /// The one-ID path of `ns` as a handle that reaches it without a lookup: for a caller
+    /// that issues from one namespace often (the embedded minter's first namespace). `None`
+    /// when `ns` has no such path: a source other than `generator`, or public IDs; the
+    /// caller then uses [`Engine::try_issue_one`], which answers the same.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idmint_coord::MemoryCoordinator;
+    /// use idmint_core::SystemClock;
+    /// use idmint_engine::{Engine, Quick, ServerConfig};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let engine = Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), Arc::new(SystemClock)).await?;
+    /// let ns = engine.namespace("default")?;
+    /// let quick = engine.quick_path(ns).expect("a generator namespace");
+    /// let id = match quick.try_issue_one() {
+    ///     Quick::Done(id) => id,
+    ///     Quick::NextTick | Quick::Slow => engine.issue_one(ns).await?,
+    /// };
+    /// assert_eq!(id.bits(), 64);
+    /// engine.shutdown().await?;
+    /// # Ok::<(), idmint_engine::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn quick_path(&self, ns: &Namespace) -> Option<QuickPath> {
+        ns.quick_issuer().map(|issuer| QuickPath::new(Arc::clone(issuer), Arc::clone(&self.clocks)))
+    }
+
     /// [`Engine::issue`] for a namespace of 64-bit IDs, appending them to `out` as bare
     /// `u64`s (no `AnyId` per ID).
     ///
@@ -677,22 +708,25 @@ mod tests {
     }
 
     /// The one-ID path reads a lane through the calling thread's copy (`issuer/current.rs`):
-    /// once shutdown has released the claim, the next call must not issue from that copy.
-    /// The negative control (copies used whatever their stamp) issues from the released claim.
+    /// once shutdown has released the claim, the next call must not issue from that copy,
+    /// through the engine or through a held [`QuickPath`]. The negative control (copies used
+    /// whatever their stamp) issues from the released claim.
     #[tokio::test]
     async fn a_thread_copy_is_not_used_once_shutdown_released_the_claim() {
-        for stale in [false, true] {
+        for (held, stale) in [(false, false), (false, true), (true, false), (true, true)] {
             let wall = Arc::new(ManualClock::new(1_700_000_000_000));
             let engine =
                 Engine::start(ServerConfig::default(), Arc::new(MemoryCoordinator::new()), wall)
                     .await
                     .expect("start");
             let ns = engine.namespace("default").expect("default");
+            let quick = engine.quick_path(ns).expect("a generator namespace");
+            let one = || if held { quick.try_issue_one() } else { engine.try_issue_one(ns) };
             // The first call makes this thread's copy of the lane.
-            assert!(matches!(engine.try_issue_one(ns), Quick::Done(_)));
+            assert!(matches!(one(), Quick::Done(_)));
             engine.shutdown().await.expect("shutdown");
             crate::issuer::current::tests::STALE_COPIES.set(stale);
-            let after = engine.try_issue_one(ns);
+            let after = one();
             crate::issuer::current::tests::STALE_COPIES.set(false);
             if stale {
                 assert!(

@@ -18,6 +18,7 @@
 //!   [`ServerConfig::clock_step_warn_ms`]) and `backends` ([`Backends`]);
 //! - `issuer` and `namespace`: a namespace's claim, generator, durable window and issuing, or
 //!   the store it issues from; the batch-size rule;
+//! - `quick_path` ([`QuickPath`]): one namespace's one-ID path, held;
 //! - `engine`: [`Engine`], whose `issue_into` is the one path of every call's IDs.
 //!
 //! # Example
@@ -49,6 +50,7 @@ mod error;
 mod issuer;
 mod metrics;
 mod namespace;
+mod quick_path;
 mod tally;
 mod ticker;
 
@@ -64,4 +66,5 @@ pub use crate::{
     issuer::{BeBytes, IdSink, Publish, Quick, count_error},
     metrics::{NamespaceCounters, NamespaceStatus, resident_bytes},
     namespace::{Namespace, load_public_id_keys},
+    quick_path::QuickPath,
 };

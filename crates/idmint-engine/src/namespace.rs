@@ -66,6 +66,9 @@ pub struct Namespace {
     pub source: Source,
     shared: Arc<Shared>,
     issuer: Arc<dyn Issuer>,
+    /// The same issuer, typed, when the source is `generator`: what a
+    /// [`QuickPath`](crate::QuickPath) calls without `dyn Issuer`.
+    generator: Option<Arc<GeneratorIssuer>>,
     /// The keyed permutation of `public_ids`, if set.
     public: Option<PublicIds>,
     /// The TypeID prefix of `type_prefix`, if set.
@@ -119,11 +122,13 @@ impl Namespace {
             config,
             metrics: NamespaceMetrics::default(),
         });
+        let (issuer, generator) = issuer_for(Arc::clone(&shared));
         Ok(Namespace {
             name: shared.name.clone(),
             layout,
             source,
-            issuer: issuer_for(Arc::clone(&shared)),
+            issuer,
+            generator,
             shared,
             public,
             prefix,
@@ -291,6 +296,13 @@ impl Namespace {
         }
     }
 
+    /// The generator issuer of a namespace of source `generator` without public IDs, whose
+    /// one-ID path answers without another step: what a [`QuickPath`](crate::QuickPath)
+    /// calls. `None` for other sources, and with public IDs (each ID is then permuted).
+    pub(crate) fn quick_issuer(&self) -> Option<&Arc<GeneratorIssuer>> {
+        if self.public.is_some() { None } else { self.generator.as_ref() }
+    }
+
     /// One ID, waiting at most `max_wait_ms` as [`issue_into`](Self::issue_into) does.
     pub(crate) async fn issue_one(
         &self,
@@ -360,12 +372,15 @@ impl Namespace {
     }
 }
 
-/// The issuer of a namespace's source.
-fn issuer_for(shared: Arc<Shared>) -> Arc<dyn Issuer> {
+/// The issuer of a namespace's source, and the same issuer typed when it is a generator's.
+fn issuer_for(shared: Arc<Shared>) -> (Arc<dyn Issuer>, Option<Arc<GeneratorIssuer>>) {
     match shared.source {
-        Source::Generator => Arc::new(GeneratorIssuer::new(shared)),
-        Source::Segment => Arc::new(Stored::<Segment>::new(shared)),
-        Source::Counters => Arc::new(Stored::<Counters>::new(shared)),
-        Source::Redis => Arc::new(Stored::<Redis>::new(shared)),
+        Source::Generator => {
+            let generator = Arc::new(GeneratorIssuer::new(shared));
+            (Arc::clone(&generator) as Arc<dyn Issuer>, Some(generator))
+        }
+        Source::Segment => (Arc::new(Stored::<Segment>::new(shared)), None),
+        Source::Counters => (Arc::new(Stored::<Counters>::new(shared)), None),
+        Source::Redis => (Arc::new(Stored::<Redis>::new(shared)), None),
     }
 }

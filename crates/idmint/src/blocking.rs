@@ -116,7 +116,7 @@ impl BlockingMinter {
     /// path, which waits on the runtime's clock, first come, first served with the other calls
     /// that wait (DESIGN.md, "Why are waiting calls served first come, first served, and how
     /// do single IDs keep the rate?").
-    #[inline]
+    #[inline(always)]
     fn quick(&self, namespace: Option<&str>) -> Option<AnyId> {
         match self.minter.try_next(namespace) {
             Quick::Done(id) => Some(id),

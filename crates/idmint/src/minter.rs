@@ -11,7 +11,7 @@ use std::{
 
 use arc_swap::ArcSwap;
 use idmint_core::{AnyId, Layout};
-use idmint_engine::{Backends, Engine, Quick};
+use idmint_engine::{Backends, Engine, Quick, QuickPath};
 
 use crate::{
     Error,
@@ -57,6 +57,9 @@ pub struct Minter {
     /// of the process that built the minter (the common case).
     started: Arc<Engine>,
     started_in: Process,
+    /// The one-ID path of the first namespace in `started`, held (none for a namespace
+    /// without one: another source, or public IDs).
+    quick: Option<QuickPath>,
     /// The engine of the process that runs now: `started`, or a forked child's own.
     current: ArcSwap<Running>,
     /// Held while a forked child starts its own engine.
@@ -143,6 +146,7 @@ impl Minter {
         let process = Process::current();
         Ok(Minter {
             settings,
+            quick: engine.namespaces().first().and_then(|ns| engine.quick_path(ns)),
             started: Arc::clone(&engine),
             started_in: process,
             current: ArcSwap::from_pointee(Running { process, engine }),
@@ -241,23 +245,30 @@ impl Minter {
     /// has one ready at once: a few atomic operations and one clock reading, no future, no
     /// allocation. Otherwise [`Quick::NextTick`] (one is due within a tick), or
     /// [`Quick::Slow`] for the full path (a closed minter, a forked child, an unknown
-    /// namespace, a wait for a window or a claim).
-    #[inline]
+    /// namespace, a wait for a window or a claim). The common case (the first namespace, in
+    /// the process that built the minter) is inlined whole into the caller, through the held
+    /// [`QuickPath`]; the others are out of line.
+    #[inline(always)]
     pub(crate) fn try_next(&self, namespace: Option<&str>) -> Quick {
-        if !self.closed.load(Ordering::Acquire) && self.started_in.is_current() {
-            try_next_on(&self.started, namespace)
-        } else {
-            self.try_next_elsewhere(namespace)
+        if namespace.is_none()
+            && let Some(quick) = &self.quick
+            && !self.closed.load(Ordering::Acquire)
+            && self.started_in.is_current()
+        {
+            return quick.try_issue_one();
         }
+        self.try_next_other(namespace)
     }
 
-    /// [`try_next`](Self::try_next) of a closed minter, or in a forked child: out of line, so
-    /// that the common case's frame stays small.
-    #[cold]
+    /// [`try_next`](Self::try_next) but for its common case: a namespace named, a closed
+    /// minter, a forked child. Out of line, so that the common case's frame stays small.
     #[inline(never)]
-    fn try_next_elsewhere(&self, namespace: Option<&str>) -> Quick {
+    fn try_next_other(&self, namespace: Option<&str>) -> Quick {
         if self.closed.load(Ordering::Acquire) {
             return Quick::Slow;
+        }
+        if self.started_in.is_current() {
+            return try_next_on(&self.started, namespace);
         }
         let running = self.current.load();
         if !running.process.is_current() {
@@ -464,9 +475,8 @@ async fn start_engine(settings: &Settings) -> Result<Arc<Engine>, Error> {
     Ok(engine)
 }
 
-/// [`Minter::try_next`] on one engine: inlined, as every layer of the one-ID path is but the
-/// issuer's (DESIGN.md, "How does a call for one ID stay cheap?").
-#[inline(always)]
+/// [`Minter::try_next`] on one engine, through its namespaces: a namespace named, or the
+/// first one of a forked child's engine.
 fn try_next_on(engine: &Engine, namespace: Option<&str>) -> Quick {
     let ns = match namespace {
         None => engine.namespaces().first(),

@@ -41,15 +41,27 @@ impl Active {
         self.anchor.peek_ms(wall_ms, mono_ms).max(newest).saturating_sub(wall_ms)
     }
 
-    /// Logical time now: never backwards, following the monotonic clock. Counts backward
-    /// steps of the wall clock on the way.
+    /// Logical time now: never backwards, following the monotonic clock
+    /// ([`now_at`](Self::now_at) with the wall clock read now).
+    #[inline(always)]
+    pub(super) fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics, hot: bool) -> u64 {
+        self.now_at(clocks.wall_ms(), clocks, metrics, hot)
+    }
+
+    /// Logical time at the wall clock's reading `wall`: never backwards, following the
+    /// monotonic clock. Counts backward steps of the wall clock on the way.
     /// On the hot path (`hot`), the monotonic clock is read only when the wall clock reads
     /// another millisecond than the last one returned ([`Anchor::now_ms_with`]); a call that
-    /// waits reads both, so that a wall clock standing still never stalls it. The last wall reading is written only when
-    /// it changed: every call comes through here.
-    #[inline]
-    pub(super) fn now(&self, clocks: &Clocks, metrics: &NamespaceMetrics, hot: bool) -> u64 {
-        let wall = clocks.wall_ms();
+    /// waits reads both, so that a wall clock standing still never stalls it. The last wall
+    /// reading is written only when it changed: every call comes through here.
+    #[inline(always)]
+    pub(super) fn now_at(
+        &self,
+        wall: u64,
+        clocks: &Clocks,
+        metrics: &NamespaceMetrics,
+        hot: bool,
+    ) -> u64 {
         if self.last_wall_ms.load(Ordering::Relaxed) != wall {
             let previous = self.last_wall_ms.swap(wall, Ordering::Relaxed);
             if wall < previous {

@@ -12,7 +12,7 @@
 //! for that claim, and the next holder of the generator ID starts above it.
 
 use std::{
-    cell::RefCell,
+    cell::{RefCell, RefMut},
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
@@ -89,47 +89,59 @@ impl Current {
         before
     }
 
-    /// Calls `f` with the state as the calling thread last read it, if its stamp is still
-    /// the lane's, or as read now (the thread's copy renewed), and with the thread's slot of
-    /// `singles` (the tally of the lane's namespace); `otherwise` when the thread has no copy
-    /// to use (it is ending, or is inside a call already), which reads the lane itself. The
-    /// answer is returned as `f` gives it, not wrapped: the one-ID path's result is not copied
-    /// through an `Option`.
-    #[inline]
-    pub(crate) fn with_copy<R>(
-        &self,
-        singles: &Arc<Tally>,
-        f: impl FnOnce(Option<&Active>, &TallySlot) -> R,
-        otherwise: impl FnOnce() -> R,
-    ) -> R {
+    /// The state as the calling thread last read it, if its stamp is still the lane's, or as
+    /// read now (the thread's copy renewed), with the thread's slot of `singles` (the tally of
+    /// the lane's namespace): a guard on the thread's copy, used in the caller's frame (a
+    /// closure run inside `LocalKey::with` was kept out of line, with its captures and a copy
+    /// of its answer, whatever the hints). `None` when the thread has no copy to use (it is
+    /// ending, or is inside a call already): the caller reads the lane itself.
+    #[inline(always)]
+    pub(crate) fn copy<'a>(&'a self, singles: &Arc<Tally>) -> Option<ThreadCopy<'a>> {
         // Before the state, so that a copy made now never pairs a newer stamp with an older
         // state.
         let stamp = self.stamp.load(Ordering::Acquire);
-        let used = COPY.try_with(|copy| {
-            let Ok(mut copy) = copy.try_borrow_mut() else { return None };
-            if !copy.as_ref().is_some_and(|copy| fresh(copy, stamp)) {
-                let before = copy.take();
-                *copy = Some(self.copy(stamp, singles, before));
-            }
-            let copy = copy.as_ref()?;
-            Some(f(copy.active.as_deref(), &copy.singles))
-        });
-        match used {
-            Ok(Some(answer)) => answer,
-            _ => otherwise(),
+        let cell = COPY.try_with(std::ptr::from_ref).ok()?;
+        #[expect(unsafe_code, reason = "a guard on a thread-local, without a closure")]
+        // SAFETY: `cell` points to this thread's `COPY`, which `try_with` found alive; it stays
+        // alive until the thread's thread-local destructors run, which no code of this call can
+        // start. The guard it gives is not `Send` (`RefMut`), lives in the caller's frame (the
+        // one-ID path drops it before returning), and so never outlives the thread's `COPY`.
+        let cell: &'a RefCell<Option<Copy>> = unsafe { &*cell };
+        let mut copy = cell.try_borrow_mut().ok()?;
+        if !copy.as_ref().is_some_and(|copy| fresh(copy, stamp)) {
+            let before = copy.take();
+            *copy = Some(self.read(stamp, singles, before));
         }
+        RefMut::filter_map(copy, Option::as_mut).ok().map(ThreadCopy)
     }
 
     /// A copy of the state as read now, under `stamp` (read before it); the slot of the copy
     /// `before` is kept when it counts into the same tally.
     #[cold]
-    fn copy(&self, stamp: u64, singles: &Arc<Tally>, before: Option<Copy>) -> Copy {
+    fn read(&self, stamp: u64, singles: &Arc<Tally>, before: Option<Copy>) -> Copy {
         let active = self.active.load_full();
         let singles = match before {
             Some(before) if before.singles.of(singles) => before.singles,
             _ => singles.slot(),
         };
         Copy { stamp, active, singles }
+    }
+}
+
+/// The calling thread's copy of a lane's state, borrowed ([`Current::copy`]).
+pub(crate) struct ThreadCopy<'a>(RefMut<'a, Copy>);
+
+impl ThreadCopy<'_> {
+    /// The lane's claim and generator, or none (it claims again).
+    #[inline(always)]
+    pub(crate) fn active(&self) -> Option<&Active> {
+        self.0.active.as_deref()
+    }
+
+    /// The thread's slot of the namespace's `single_ids` tally.
+    #[inline(always)]
+    pub(crate) fn singles(&self) -> &TallySlot {
+        &self.0.singles
     }
 }
 

@@ -332,7 +332,7 @@ impl GeneratorIssuer {
         ids: &mut dyn IdSink,
     ) -> Result<(), Error> {
         if !self.turns.queued()
-            && let Quick::Done(id) = self.try_issue_one_shared(clocks, false)
+            && let Quick::Done(id) = self.try_issue_one_shared(clocks.wall_ms(), clocks, false)
         {
             ids.push(id);
             NamespaceMetrics::add(&self.ns.metrics.ids_issued, 1);
@@ -505,17 +505,43 @@ impl GeneratorIssuer {
             .collect()
     }
 
+    /// [`Issuer::try_issue_one`], inlined into its caller: a [`QuickPath`](crate::QuickPath)
+    /// makes one frame of it, from the caller down to the generator's compare-and-swap. The
+    /// wall clock is read first, so that its reading overlaps the loads that find the lane.
+    ///
+    /// One lane: the thread's copy of its state, and the thread's slot of the tally
+    /// (`current.rs`); several, or a thread without its copy, take the shared state.
+    #[inline(always)]
+    pub(crate) fn try_issue_one_inline(&self, clocks: &Clocks, count: bool) -> Quick {
+        let wall = clocks.wall_ms();
+        if self.turns.queued() {
+            // Calls wait for IDs: this one comes after them (`turns.rs`).
+            return Quick::Slow;
+        }
+        let metrics = &self.ns.metrics;
+        let [lane] = &*self.lanes else { return self.try_issue_one_shared(wall, clocks, count) };
+        let Some(copy) = lane.active.copy(&metrics.single_tally) else {
+            return self.try_issue_one_shared(wall, clocks, count);
+        };
+        let Some(active) = copy.active() else { return Quick::Slow };
+        let quick = issue_at_once(wall, active, clocks, metrics, true);
+        if count && matches!(quick, Quick::Done(_)) {
+            copy.singles().add(1);
+        }
+        quick
+    }
+
     /// [`Issuer::try_issue_one`] through the lanes' shared state: several lanes (their turn
     /// is a locked add already), or a thread without its copy. Out of line: the common case
     /// (one lane, the thread's copy) never needs it.
     #[inline(never)]
-    fn try_issue_one_shared(&self, clocks: &Clocks, count: bool) -> Quick {
+    fn try_issue_one_shared(&self, wall: u64, clocks: &Clocks, count: bool) -> Quick {
         let metrics = &self.ns.metrics;
         let lanes = self.lanes.len();
         let index = if lanes == 1 { 0 } else { self.next_lane.fetch_add(1, Relaxed) % lanes };
         let active = self.lanes[index].active.load();
         let Some(active) = active.as_ref() else { return Quick::Slow };
-        let quick = issue_at_once(active, clocks, metrics, lanes == 1);
+        let quick = issue_at_once(wall, active, clocks, metrics, lanes == 1);
         if count && matches!(quick, Quick::Done(_)) {
             NamespaceMetrics::add(&metrics.single_ids, 1);
         }
@@ -523,17 +549,19 @@ impl GeneratorIssuer {
     }
 }
 
-/// One ID from `active` at once, or what keeps it from that; `waits_one_tick`: whether a
-/// sequence used up until the next tick is [`Quick::NextTick`] (one lane) rather than
-/// [`Quick::Slow`] (several: another lane may have IDs, which the full path looks for).
+/// One ID from `active` at once, at the wall clock's reading `wall`, or what keeps it from
+/// that; `waits_one_tick`: whether a sequence used up until the next tick is
+/// [`Quick::NextTick`] (one lane) rather than [`Quick::Slow`] (several: another lane may
+/// have IDs, which the full path looks for).
 #[inline(always)]
 fn issue_at_once(
+    wall: u64,
     active: &Active,
     clocks: &Clocks,
     metrics: &NamespaceMetrics,
     waits_one_tick: bool,
 ) -> Quick {
-    let now = active.now(clocks, metrics, true);
+    let now = active.now_at(wall, clocks, metrics, true);
     match active.generator.next(now) {
         Ok(Next::Ready(id)) => Quick::Done(id),
         Ok(Next::Wait { until_ms }) if waits_one_tick && until_ms <= now.saturating_add(1) => {
@@ -601,28 +629,7 @@ impl Issuer for GeneratorIssuer {
     }
 
     fn try_issue_one(&self, clocks: &Clocks, count: bool) -> Quick {
-        if self.turns.queued() {
-            // Calls wait for IDs: this one comes after them (`turns.rs`).
-            return Quick::Slow;
-        }
-        let metrics = &self.ns.metrics;
-        if let [lane] = &*self.lanes {
-            // One lane: the thread's copy of its state, and the thread's slot of the tally.
-            lane.active.with_copy(
-                &metrics.single_tally,
-                |active, singles| {
-                    let Some(active) = active else { return Quick::Slow };
-                    let quick = issue_at_once(active, clocks, metrics, true);
-                    if count && matches!(quick, Quick::Done(_)) {
-                        singles.add(1);
-                    }
-                    quick
-                },
-                || self.try_issue_one_shared(clocks, count),
-            )
-        } else {
-            self.try_issue_one_shared(clocks, count)
-        }
+        self.try_issue_one_inline(clocks, count)
     }
 
     fn issue_into<'a>(
