@@ -133,23 +133,27 @@ fn idmint_uuid7_batch(n: u64) -> u64 {
     n * BATCH
 }
 
-/// The embedded minter's `BlockingMinter::next_as::<u64>()` with its defaults (the snowflake
+/// The embedded minter's `BlockingMinter::next_as::<T>()` with its defaults (the snowflake
 /// layout, a claim and marks in a fresh data directory, the system clock: a minter's logical
 /// time never runs slower than the monotonic clock, so the step clock, slower than real time
 /// under callgrind, would keep it on the path for a wall clock left behind). The claim check,
-/// the clock guard, the counter and the generator. Its runtime's worker and the engine's
+/// the clock guard, the counter, the generator, and the conversion to `T` (`u64`, or the
+/// typed `Snowflake`, which checks its layout). Its runtime's worker and the engine's
 /// window task run beside it and are counted too; they wake on real time, so the total moves
 /// by a few instructions per ID between runs. Under callgrind a call is far slower than the
 /// layout's 4,096 per ms, so no call waits.
 #[inline(never)]
-fn idmint_minter(n: u64) -> u64 {
+fn idmint_minter<T>(n: u64) -> u64
+where
+    T: TryFrom<idmint::AnyId, Error = idmint_core::Error>,
+{
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&e.to_string()));
     let minter = idmint::Minter::builder()
         .data_dir(dir.path())
         .build_blocking()
         .unwrap_or_else(|e| fail(&e.to_string()));
     for _ in 0..n {
-        black_box(minter.next_as::<u64>().unwrap_or_else(|e| fail(&e.to_string())));
+        black_box(minter.next_as::<T>().unwrap_or_else(|e| fail(&e.to_string())));
     }
     minter.close().unwrap_or_else(|e| fail(&e.to_string()));
     n
@@ -208,14 +212,16 @@ fn main() -> ExitCode {
         "idmint/batch" => idmint_batch(n),
         "idmint/uuid7" => idmint_uuid7(n),
         "idmint/uuid7-batch" => idmint_uuid7_batch(n),
-        "idmint/minter" => idmint_minter(n),
+        "idmint/minter" => idmint_minter::<u64>(n),
+        "idmint/minter-typed" => idmint_minter::<idmint::Snowflake>(n),
         "uuid/now_v7" => uuid_now_v7(n),
         "ferroid/twitter" => ferroid_twitter(n),
         "snowflaked/sync" => snowflaked_sync(n),
         _ => {
             eprintln!(
                 "instructions: unknown case {case:?}; one of idmint/typed, idmint/any, \
-                 idmint/batch, idmint/uuid7, idmint/uuid7-batch, idmint/minter, uuid/now_v7, \
+                 idmint/batch, idmint/uuid7, idmint/uuid7-batch, idmint/minter, \
+                 idmint/minter-typed, uuid/now_v7, \
                  ferroid/twitter, snowflaked/sync"
             );
             return ExitCode::from(2);

@@ -227,6 +227,7 @@ impl AnyId {
     }
 
     /// The 64-bit value, or [`Error::InvalidId`] for a 128-bit one.
+    #[inline]
     pub(crate) fn u64_for(self, layout: &str) -> Result<u64, Error> {
         match self {
             AnyId::U64(raw) => Ok(raw),

@@ -302,7 +302,25 @@ impl BitLayout {
     /// # Errors
     ///
     /// [`Error::HighestBitSet`], [`Error::InvalidId`] or [`Error::FieldOutOfRange`].
+    #[inline]
     pub fn validate(&self, raw: u64) -> Result<u64, Error> {
+        // A field's value read from the ID is never above its maximum (`2^width − 1`), so
+        // only its minimum can refuse it. Inlined, this folds for a constant layout (a typed
+        // ID's `from_raw`) into a few comparisons; a refusal is worked out out of line.
+        let narrow = self.bits < 64;
+        if (narrow && (raw >> self.bits != 0 || raw == 0))
+            || self.fields.iter().any(|field| field.get(raw) < field.min)
+        {
+            return self.validate_slowly(raw);
+        }
+        Ok(raw)
+    }
+
+    /// Every check of [`validate`](Self::validate), one by one, each with its own error: the
+    /// path of a refusal (the test `validate_answers_as_its_slow_path` compares the two).
+    #[cold]
+    #[inline(never)]
+    fn validate_slowly(&self, raw: u64) -> Result<u64, Error> {
         if self.bits == 63 && raw >> 63 != 0 {
             return Err(Error::HighestBitSet);
         }
@@ -846,6 +864,56 @@ fn is_name_char(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The layouts `validate` is compared on: every built-in one, and two with fields whose
+    /// smallest value is not 0 (one 63-bit, one 64-bit).
+    fn layouts_to_validate() -> Vec<BitLayout> {
+        static WITH_MINS_63: [BitField; 3] = [
+            BitField::new("time", 22, 41, FieldRole::Time).with_min(5),
+            BitField::new("node", 12, 10, FieldRole::Node).with_min(1),
+            BitField::new("sequence", 0, 12, FieldRole::Sequence),
+        ];
+        static WITH_MINS_64: [BitField; 2] = [
+            BitField::new("time", 16, 48, FieldRole::Time),
+            BitField::new("sequence", 0, 16, FieldRole::Sequence).with_min(3),
+        ];
+        vec![
+            crate::Snowflake::LAYOUT,
+            crate::Sonyflake::LAYOUT,
+            crate::Icicle::LAYOUT,
+            crate::Js53::LAYOUT,
+            crate::TraceId::LAYOUT,
+            crate::Flake::LAYOUT,
+            crate::SonyflakeV2::LAYOUT,
+            BitLayout::builtin("mins-63", 63, &WITH_MINS_63, 0, 1, false),
+            BitLayout::builtin("mins-64", 64, &WITH_MINS_64, 0, 1, false),
+        ]
+    }
+
+    use proptest::prelude::{Strategy, any};
+
+    proptest::proptest! {
+        /// `validate`'s quick check accepts exactly what its slow path accepts, and a refusal
+        /// is the slow path's error; raw values are drawn near each layout's edges too (0, a
+        /// field at its minimum, bit 63).
+        #[test]
+        fn validate_answers_as_its_slow_path(
+            raw in proptest::prop_oneof![
+                any::<u64>(),
+                0u64..4_096,
+                any::<u64>().prop_map(|r| r >> 1),
+                any::<u64>().prop_map(|r| r & !0xf_ffff),
+            ]
+        ) {
+            for layout in layouts_to_validate() {
+                proptest::prop_assert_eq!(
+                    layout.validate(raw),
+                    layout.validate_slowly(raw),
+                    "layout {}, raw {:#x}", layout.name(), raw
+                );
+            }
+        }
+    }
 
     fn config(fields: &[(&str, u32, FieldRole)]) -> LayoutConfig {
         LayoutConfig {

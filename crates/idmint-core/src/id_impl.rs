@@ -27,6 +27,7 @@ macro_rules! u64_id {
 
             /// The ID of this layout held by an [`AnyId`](crate::AnyId): a 64-bit value that
             /// is valid for the layout.
+            #[inline]
             fn try_from(id: crate::AnyId) -> Result<Self, crate::Error> {
                 $ty::from_raw(id.u64_for(stringify!($ty))?)
             }
@@ -147,6 +148,7 @@ macro_rules! nonzero_bit_id {
             #[doc = concat!("assert!(", stringify!($ty), "::from_raw(0).is_err());")]
             /// # Ok::<(), idmint_core::Error>(())
             /// ```
+            #[inline]
             pub fn from_raw(raw: u64) -> Result<Self, crate::Error> {
                 crate::id_impl::nonzero(&Self::LAYOUT, raw).map($ty)
             }
@@ -179,7 +181,8 @@ macro_rules! nonzero_bit_id {
 
 pub(crate) use nonzero_bit_id;
 
-/// Validates `raw` against `layout` and refuses 0.
+/// Validates `raw` against `layout` and refuses 0. Inlined, so that a constant layout folds.
+#[inline]
 pub(crate) fn nonzero(
     layout: &crate::BitLayout,
     raw: u64,

@@ -191,11 +191,18 @@ impl BlockingMinter {
     /// assert!(id.to_raw() > 0);
     /// # Ok::<(), idmint::Error>(())
     /// ```
+    #[inline]
     pub fn next_as<T>(&self) -> Result<T, Error>
     where
         T: TryFrom<AnyId, Error = idmint_core::Error>,
     {
-        Ok(T::try_from(self.next()?)?)
+        // `next`'s two paths, not a call of `next`: inlined here, the ID goes from the
+        // generator to `T` in registers, where `next`'s answer is copied through memory.
+        let id = match self.quick(None) {
+            Some(id) => id,
+            None => self.next_on_runtime(None)?,
+        };
+        Ok(T::try_from(id)?)
     }
 
     /// [`Minter::batch`].
