@@ -825,13 +825,14 @@ mod grpc_port {
         let count_one: &[u8] = &[0x10, 0x01];
         conn.send(&h2::call(1, "/idmint.v1.IdMint/Batch", "application/grpc", &[count_one]))
             .expect("send");
-        let (frames, open) = conn.sync(Duration::from_secs(2)).expect("sync");
-        assert!(open, "closed during the call");
+        // Nothing is sent after the call (no `sync` PING): bytes that the server reads once
+        // the call has ended begin the next request's header, under the header deadline, not
+        // the idle one, so whether the connection closed would depend on which came first.
         let deadline = Instant::now() + Duration::from_secs(2);
-        let mut answered = frames.iter().any(|f| f.kind == h2::DATA && f.stream == 1);
-        while !answered {
+        loop {
             match conn.read(deadline).expect("the answer") {
-                Some(f) => answered = f.kind == h2::DATA && f.stream == 1,
+                Some(f) if f.kind == h2::DATA && f.stream == 1 => break,
+                Some(_) => {}
                 None => panic!("closed before the answer"),
             }
         }
